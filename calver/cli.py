@@ -1,0 +1,49 @@
+"""The ``calver`` console script. Each sub-package contributes its subcommands via ``add_commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+# Modules exposing ``add_commands(subparsers)``; listed explicitly so the CLI map is readable here.
+COMMAND_MODULES = (
+    "calver.verifier.cli",
+    "calver.data_gen.cli",
+    "calver.train.cli",
+    "calver.infer.cli",
+    "calver.infer.evaluation.cli",
+    "calver.infer.refine.cli",
+    "calver.demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="calver",
+        description="Contract-following LLM policies selected by symbolic causal verification.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            found = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # its parent package is not there
+            found = None
+        if found is None:
+            continue
+        importlib.import_module(name).add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

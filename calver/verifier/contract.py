@@ -1,0 +1,181 @@
+"""The six-slot trace contract: slot names, the tolerant slot splitter, and key=value argument parsing.
+
+A trace is free text holding six labelled slots, in this order::
+
+    GRAPH: A -> B, B -> C
+    QUERY: task=backdoor_set; treatment=A; outcome=C; graph=DAG; variant=any
+    STRATEGY: {B}
+    DERIVATION: backdoor_check(treatment=A, outcome=C, adjustment={B}, blocked=[...])
+    RESULT: valid
+    ANSWER: {B}
+
+Harmless variation is tolerated (case, markdown bold/headers/bullets, ``STEP n`` prefixes, code
+fences, prose before/after/between slots). Missing or duplicated slots are reported so that the
+scorer can fail exactly those slots' bits, each with a reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+SLOTS: tuple[str, ...] = ("GRAPH", "QUERY", "STRATEGY", "DERIVATION", "RESULT", "ANSWER")
+# Other names a slot may go by (the K&K family writes its formal object under CONSTRAINTS).
+SLOT_ALIASES: dict[str, str] = {
+    "GRAPH": "GRAPH",
+    "CONSTRAINTS": "GRAPH",
+    "QUERY": "QUERY",
+    "STRATEGY": "STRATEGY",
+    "DERIVATION": "DERIVATION",
+    "DERIVATION RECORD": "DERIVATION",
+    "RESULT": "RESULT",
+    "COMPUTED RESULT": "RESULT",
+    "ANSWER": "ANSWER",
+    "FINAL ANSWER": "ANSWER",
+}
+CONTRACT_VERSION = "calver-contract/1"
+
+# A slot header: at line start, optional markdown decoration / "STEP n" / numbering, the slot
+# name, optional closing bold, then ':' (or '-' / '=' / '**:'), the value starting on that line.
+_NAMES = "|".join(sorted((re.escape(k).replace(r"\ ", r"[ _]") for k in SLOT_ALIASES), key=len, reverse=True))
+_HEADER = re.compile(
+    r"^[ \t>]*(?:[#*_`\-+]+[ \t]*)*(?:step[ \t]*\d+[ \t]*[:.)\-]?[ \t]*)?(?:\d+[.)][ \t]*)?"
+    r"(?:[*_`]+[ \t]*)?(?P<name>" + _NAMES + r")(?:[ \t]+slot)?[ \t]*(?:[*_`]+[ \t]*)?"
+    r"(?:[:=\-][ \t]*(?:[*_`]+[ \t]*)?|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
+_MAX_TRACE_CHARS = 200_000  # traces beyond this are scanned only up to it (fail-closed, fast)
+_MAX_SLOT_CHARS = 20_000  # a longer slot value is rejected: no honest slot is that long
+
+
+@dataclass
+class SlotParse:
+    """Result of splitting a trace into slots."""
+
+    values: dict[str, str] = field(default_factory=dict)  # slot -> raw text (first occurrence)
+    problems: dict[str, str] = field(default_factory=dict)  # slot -> why it is unusable
+    header_names: dict[str, str] = field(default_factory=dict)  # slot -> name used (e.g. CONSTRAINTS)
+
+    def get(self, slot: str) -> str | None:
+        return None if slot in self.problems else self.values.get(slot)
+
+
+def _clean_value(value: str) -> str:
+    value = _FENCE.sub("", value).strip()
+    # A slot's value is its first paragraph: prose after a blank line is not part of the slot.
+    value = re.split(r"\n[ \t]*\n", value, maxsplit=1)[0]
+    lines = [ln.strip() for ln in value.strip().splitlines()]
+    # Drop markdown emphasis wrapping the whole value and trailing blank lines.
+    text = "\n".join(ln for ln in lines if ln)
+    text = re.sub(r"^[*_`]+|[*_`]+$", "", text).strip()
+    return text
+
+
+def split_slots(trace: str) -> SlotParse:
+    """Split ``trace`` into the six slots. Never raises on any ``str``."""
+    out = SlotParse()
+    if not isinstance(trace, str):
+        for s in SLOTS:
+            out.problems[s] = f"trace is {type(trace).__name__}, not text"
+        return out
+    if len(trace) > _MAX_TRACE_CHARS:
+        trace = trace[:_MAX_TRACE_CHARS]
+    matches = list(_HEADER.finditer(trace))
+    seen: dict[str, int] = {}
+    for i, m in enumerate(matches):
+        slot = SLOT_ALIASES[re.sub(r"[ _]+", " ", m.group("name").upper())]
+        seen[slot] = seen.get(slot, 0) + 1
+        if seen[slot] > 2:  # already failed as duplicated/conflicting: skip the work
+            continue
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(trace)
+        raw = trace[m.end() : end]
+        value = _clean_value(raw[: _MAX_SLOT_CHARS + 1000])
+        if seen[slot] == 1:
+            out.values[slot] = value
+            out.header_names[slot] = m.group("name").upper()
+            if len(value) > _MAX_SLOT_CHARS:
+                out.problems[slot] = f"{slot} slot is longer than {_MAX_SLOT_CHARS} characters"
+        elif value != out.values[slot]:
+            out.problems[slot] = f"{slot} slot appears more than once with conflicting contents"
+        else:
+            out.problems[slot] = f"{slot} slot is duplicated"
+    for s in SLOTS:
+        if s not in out.values:
+            out.problems[s] = f"{s} slot is missing"
+        elif not out.values[s] and s not in out.problems:
+            out.problems[s] = f"{s} slot is empty"
+    return out
+
+
+_KEY = re.compile(r"(?:^|[;,\s(\n])([A-Za-z_][A-Za-z0-9_]*)\s*(?:=|:(?![:=]))\s*")
+
+
+def parse_kv(text: str) -> dict[str, str]:
+    """Parse ``key=value`` pairs separated by ``;``, ``,`` or newlines.
+
+    Values may contain commas, arrows and brackets (``adjustment={A, B}``): a value runs until the
+    next ``key=`` at bracket depth 0. Raises ``ValueError`` on a duplicated key with another value.
+    """
+    found: list[tuple[str, int, int]] = []
+    depth = 0
+    depth_at: list[int] = []
+    for ch in text:
+        depth_at.append(depth)
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth = max(0, depth - 1)
+    depth_at.append(depth)
+    for m in _KEY.finditer(text):
+        if depth_at[m.start(1)] == 0:
+            found.append((m.group(1).lower(), m.start(1), m.end()))
+    out: dict[str, str] = {}
+    for i, (key, _start, vstart) in enumerate(found):
+        vend = found[i + 1][1] if i + 1 < len(found) else len(text)
+        value = text[vstart:vend].strip().rstrip(";,").strip()
+        if key in out and out[key] != value:
+            raise ValueError(f"argument {key!r} is given twice with different values")
+        out[key] = value
+    return out
+
+
+_CALL = re.compile(r"^\s*`?(?P<op>[A-Za-z_][A-Za-z0-9_.]*)\s*\((?P<args>.*)\)\s*`?\s*\.?\s*$", re.DOTALL)
+
+
+def parse_call(text: str) -> tuple[str, dict[str, str]]:
+    """Parse a derivation record ``op(key=value, ...)``. Raises ``ValueError`` with a reason."""
+    first = text.strip()
+    m = _CALL.match(first)
+    if not m:
+        raise ValueError(f"derivation is not of the form op(key=value, ...): {first[:80]!r}")
+    return m.group("op"), parse_kv(m.group("args"))
+
+
+def format_kv(pairs: dict[str, object], sep: str = "; ") -> str:
+    return sep.join(f"{k}={v}" for k, v in pairs.items())
+
+
+def format_set(nodes) -> str:
+    """Canonical set rendering: ``{A, B}`` with sorted members; ``{}`` for the empty set."""
+    return "{" + ", ".join(sorted(nodes)) + "}"
+
+
+def format_path(nodes, types=None) -> str:
+    if not nodes:
+        return "none"
+    if types is None:
+        return " -> ".join(nodes)
+    parts = [nodes[0]]
+    for t, n in zip(types, nodes[1:]):
+        parts += [t, n]
+    return " ".join(parts)
+
+
+def assemble_trace(slots: dict[str, str], graph_label: str = "GRAPH") -> str:
+    """Render slot values in canonical order."""
+    lines = []
+    for s in SLOTS:
+        label = graph_label if s == "GRAPH" else s
+        lines.append(f"{label}: {slots[s]}")
+    return "\n".join(lines)

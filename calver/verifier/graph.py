@@ -1,0 +1,282 @@
+"""Typed causal graphs: DAGs, ADMGs (directed + bidirected edges) and directed graphs that may cycle.
+
+Edge type is part of the graph's identity from parsing to grading. Nodes are strings. Every graph
+precomputes integer bitmask adjacency once (``parents_mask`` etc.), so the primitives in
+``calver.verifier.primitives`` run as bit operations rather than networkx traversals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Iterator
+
+
+class GraphClass(str, Enum):
+    DAG = "DAG"
+    ADMG = "ADMG"
+    DIRECTED = "directed"  # directed graph, cycles allowed (cycle-witness tasks)
+
+    @classmethod
+    def parse(cls, value: "GraphClass | str") -> "GraphClass":
+        if isinstance(value, GraphClass):
+            return value
+        key = str(value).strip().lower()
+        aliases = {
+            "dag": cls.DAG,
+            "admg": cls.ADMG,
+            "directed": cls.DIRECTED,
+            "digraph": cls.DIRECTED,
+            "directed graph": cls.DIRECTED,
+            "cyclic": cls.DIRECTED,
+            "dg": cls.DIRECTED,
+        }
+        if key not in aliases:
+            raise GraphError(f"unknown graph class {value!r}; expected one of DAG, ADMG, directed")
+        return aliases[key]
+
+
+class GraphError(ValueError):
+    """A graph text or structure is malformed, or violates its declared class."""
+
+
+def _bidirected_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+@dataclass(frozen=True, eq=False)
+class CausalGraph:
+    """An immutable typed graph.
+
+    ``directed`` holds (tail, head) pairs; ``bidirected`` holds sorted (a, b) pairs. Construct
+    through :meth:`build`, which validates the declared class (a DAG may not cycle or hold
+    bidirected edges; an ADMG may not have a directed cycle).
+    """
+
+    nodes: tuple[str, ...]
+    directed: frozenset[tuple[str, str]]
+    bidirected: frozenset[tuple[str, str]]
+    kind: GraphClass
+    _index: dict[str, int] = field(repr=False, compare=False)
+    parents_mask: tuple[int, ...] = field(repr=False, compare=False)
+    children_mask: tuple[int, ...] = field(repr=False, compare=False)
+    siblings_mask: tuple[int, ...] = field(repr=False, compare=False)
+    acyclic: bool = field(repr=False, compare=False)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        nodes: Iterable[str] = (),
+        directed: Iterable[tuple[str, str]] = (),
+        bidirected: Iterable[tuple[str, str]] = (),
+        kind: GraphClass | str | None = None,
+        *,
+        validate: bool = True,
+    ) -> "CausalGraph":
+        """Build a graph. ``kind=None`` infers ADMG if any bidirected edge, else DAG if acyclic,
+        else directed. With ``validate`` a class violation raises :class:`GraphError`."""
+        order: list[str] = []
+        seen: set[str] = set()
+
+        def add(n: str) -> None:
+            if not isinstance(n, str) or not n:
+                raise GraphError(f"node names must be non-empty strings, got {n!r}")
+            if n not in seen:
+                seen.add(n)
+                order.append(n)
+
+        for n in nodes:
+            add(n)
+        d_edges: set[tuple[str, str]] = set()
+        for a, b in directed:
+            add(a)
+            add(b)
+            d_edges.add((a, b))
+        b_edges: set[tuple[str, str]] = set()
+        for a, b in bidirected:
+            add(a)
+            add(b)
+            if a == b:
+                raise GraphError(f"bidirected self-loop {a}<->{a} is not allowed")
+            b_edges.add(_bidirected_key(a, b))
+
+        index = {n: i for i, n in enumerate(order)}
+        parents = [0] * len(order)
+        children = [0] * len(order)
+        siblings = [0] * len(order)
+        for a, b in d_edges:
+            ia, ib = index[a], index[b]
+            parents[ib] |= 1 << ia
+            children[ia] |= 1 << ib
+        for a, b in b_edges:
+            ia, ib = index[a], index[b]
+            siblings[ia] |= 1 << ib
+            siblings[ib] |= 1 << ia
+        acyclic = _is_acyclic(children)
+
+        if kind is None:
+            kind = GraphClass.ADMG if b_edges else (GraphClass.DAG if acyclic else GraphClass.DIRECTED)
+        kind = GraphClass.parse(kind)
+        graph = cls(
+            nodes=tuple(order),
+            directed=frozenset(d_edges),
+            bidirected=frozenset(b_edges),
+            kind=kind,
+            _index=index,
+            parents_mask=tuple(parents),
+            children_mask=tuple(children),
+            siblings_mask=tuple(siblings),
+            acyclic=acyclic,
+        )
+        if validate:
+            graph.check_class()
+        return graph
+
+    def check_class(self) -> None:
+        """Raise :class:`GraphError` if the graph violates its declared class."""
+        if self.kind is GraphClass.DAG and self.bidirected:
+            a, b = sorted(self.bidirected)[0]
+            raise GraphError(f"a DAG cannot hold bidirected edge {a}<->{b}; declare it an ADMG")
+        if self.kind in (GraphClass.DAG, GraphClass.ADMG) and not self.acyclic:
+            from calver.verifier.primitives import find_directed_cycle
+
+            cycle = find_directed_cycle(self) or []
+            shown = " -> ".join(cycle + cycle[:1])
+            raise GraphError(f"declared {self.kind.value} has a directed cycle: {shown}")
+
+    # ---- views --------------------------------------------------------------------------
+    def __contains__(self, node: object) -> bool:
+        return node in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CausalGraph):
+            return NotImplemented
+        return (
+            set(self.nodes) == set(other.nodes)
+            and self.directed == other.directed
+            and self.bidirected == other.bidirected
+        )
+
+    def __hash__(self) -> int:
+        return hash((frozenset(self.nodes), self.directed, self.bidirected))
+
+    def index(self, node: str) -> int:
+        try:
+            return self._index[node]
+        except KeyError:
+            raise GraphError(f"unknown node {node!r}; graph nodes are {', '.join(self.nodes)}") from None
+
+    def mask(self, nodes: Iterable[str]) -> int:
+        """Bitmask of a node collection (raises on unknown nodes)."""
+        m = 0
+        for n in nodes:
+            m |= 1 << self.index(n)
+        return m
+
+    def names(self, mask: int) -> frozenset[str]:
+        out = []
+        nodes = self.nodes
+        while mask:
+            low = mask & -mask
+            out.append(nodes[low.bit_length() - 1])
+            mask ^= low
+        return frozenset(out)
+
+    def has_edge(self, a: str, b: str, edge_type: str = "->") -> bool:
+        if edge_type == "->":
+            return (a, b) in self.directed
+        if edge_type == "<-":
+            return (b, a) in self.directed
+        if edge_type == "<->":
+            return _bidirected_key(a, b) in self.bidirected
+        raise GraphError(f"unknown edge type {edge_type!r}")
+
+    def parents(self, node: str) -> frozenset[str]:
+        return self.names(self.parents_mask[self.index(node)])
+
+    def children(self, node: str) -> frozenset[str]:
+        return self.names(self.children_mask[self.index(node)])
+
+    def siblings(self, node: str) -> frozenset[str]:
+        return self.names(self.siblings_mask[self.index(node)])
+
+    def edges_text(self) -> list[str]:
+        """Canonical sorted edge strings (``A -> B``, ``A <-> B``)."""
+        out = [f"{a} -> {b}" for a, b in sorted(self.directed)]
+        out += [f"{a} <-> {b}" for a, b in sorted(self.bidirected)]
+        return out
+
+    def to_text(self) -> str:
+        """Canonical arrow text, readable back by ``parse_graph``; isolated nodes listed too."""
+        touched = {n for e in self.directed | self.bidirected for n in e}
+        parts = self.edges_text() + [n for n in self.nodes if n not in touched]
+        return ", ".join(parts)
+
+    def relabel(self, mapping: dict[str, str]) -> "CausalGraph":
+        return CausalGraph.build(
+            [mapping.get(n, n) for n in self.nodes],
+            [(mapping.get(a, a), mapping.get(b, b)) for a, b in self.directed],
+            [(mapping.get(a, a), mapping.get(b, b)) for a, b in self.bidirected],
+            self.kind,
+        )
+
+    def with_edges(
+        self,
+        remove_directed: Iterable[tuple[str, str]] = (),
+        add_directed: Iterable[tuple[str, str]] = (),
+        remove_bidirected: Iterable[tuple[str, str]] = (),
+        add_bidirected: Iterable[tuple[str, str]] = (),
+        kind: GraphClass | str | None = None,
+        validate: bool = False,
+    ) -> "CausalGraph":
+        rb = {_bidirected_key(a, b) for a, b in remove_bidirected}
+        return CausalGraph.build(
+            self.nodes,
+            (self.directed - set(remove_directed)) | set(add_directed),
+            (self.bidirected - rb) | {_bidirected_key(a, b) for a, b in add_bidirected},
+            kind or self.kind,
+            validate=validate,
+        )
+
+    def to_networkx(self):
+        """A networkx DiGraph of the directed part (bidirected edges in ``graph['bidirected']``)."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from(self.nodes)
+        g.add_edges_from(self.directed)
+        g.graph["bidirected"] = sorted(self.bidirected)
+        return g
+
+
+def _is_acyclic(children: list[int]) -> bool:
+    """Kahn's algorithm on bitmask adjacency."""
+    n = len(children)
+    indeg = [0] * n
+    for c in children:
+        m = c
+        while m:
+            low = m & -m
+            indeg[low.bit_length() - 1] += 1
+            m ^= low
+    stack = [i for i in range(n) if indeg[i] == 0]
+    seen = 0
+    while stack:
+        i = stack.pop()
+        seen += 1
+        m = children[i]
+        while m:
+            low = m & -m
+            j = low.bit_length() - 1
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                stack.append(j)
+            m ^= low
+    return seen == n

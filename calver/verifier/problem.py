@@ -1,0 +1,123 @@
+"""`Problem`: one causal (or propositional) question, in supplied-graph or constructed-graph mode."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+
+MODES = ("supplied", "constructed")
+
+
+class ProblemError(ValueError):
+    """A problem definition is malformed; the message names the offending field."""
+
+
+@dataclass
+class Problem:
+    """A query about a graph.
+
+    - ``task``: a registered task family name (``backdoor_set`` ...).
+    - ``query``: the family's query dict (``treatment``, ``outcome``, ``variant`` ...).
+    - ``graph``: the source graph G*. In ``supplied`` mode it is shown to the policy and used for
+      scoring; in ``constructed`` mode it is a label: scoring uses each trace's own graph and
+      only ``grade`` reads G*.
+    - ``text``: the prompt's description (prose for constructed mode; optional otherwise).
+    - ``variables``: the prompt's variables (constructed mode: a trace graph may use only these).
+    - ``data``: family payload visible to the policy (CPTs for ATE, statements for K&K).
+    - ``meta``: provenance and analysis-only fields (never read by scoring).
+    """
+
+    task: str
+    query: dict[str, Any]
+    graph: CausalGraph | None = None
+    text: str | None = None
+    mode: str = "supplied"
+    graph_class: GraphClass | None = None
+    variables: tuple[str, ...] | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+    source_id: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ProblemError(f"field 'mode' must be one of {MODES}, got {self.mode!r}")
+        if not isinstance(self.query, dict):
+            raise ProblemError(f"field 'query' must be a mapping, got {type(self.query).__name__}")
+        if self.graph_class is None and self.graph is not None:
+            self.graph_class = self.graph.kind
+        elif self.graph_class is not None:
+            try:
+                self.graph_class = GraphClass.parse(self.graph_class)
+            except GraphError as e:
+                raise ProblemError(f"field 'graph_class': {e}") from None
+        if self.variables is None and self.graph is not None:
+            self.variables = tuple(self.graph.nodes)
+        elif self.variables is not None:
+            self.variables = tuple(self.variables)
+        if not self.source_id:
+            self.source_id = self.id
+
+    # ---- JSON ---------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Problem":
+        """Build from the documented JSON form (see ``calver verify --help``)."""
+        from calver.verifier.parsers import parse_graph
+
+        if not isinstance(d, dict):
+            raise ProblemError("a problem must be a JSON object")
+        for key in ("task", "query"):
+            if key not in d:
+                raise ProblemError(f"problem is missing required field {key!r}")
+        known = {
+            "task", "query", "graph", "graph_format", "graph_class", "text", "mode",
+            "variables", "data", "id", "source_id", "meta",
+        }
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ProblemError(f"unknown problem field(s): {', '.join(unknown)}")
+        graph = None
+        raw = d.get("graph")
+        if raw is not None:
+            try:
+                text = raw if isinstance(raw, str) else json.dumps(raw)
+                graph = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"))
+            except GraphError as e:
+                raise ProblemError(f"field 'graph': {e}") from None
+        return cls(
+            task=str(d["task"]),
+            query=dict(d["query"]) if isinstance(d["query"], dict) else d["query"],
+            graph=graph,
+            text=d.get("text"),
+            mode=d.get("mode", "supplied"),
+            graph_class=d.get("graph_class"),
+            variables=d.get("variables"),
+            data=dict(d.get("data") or {}),
+            id=str(d.get("id", "")),
+            source_id=str(d.get("source_id", d.get("id", ""))),
+            meta=dict(d.get("meta") or {}),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "query": dict(self.query),
+            "graph": self.graph.to_text() if self.graph is not None else None,
+            "graph_class": self.graph_class.value if self.graph_class else None,
+            "text": self.text,
+            "mode": self.mode,
+            "variables": list(self.variables) if self.variables is not None else None,
+            "data": self.data,
+            "id": self.id,
+            "source_id": self.source_id,
+            "meta": self.meta,
+        }
+
+    @property
+    def family(self):
+        from calver.verifier.registry import get_family
+
+        return get_family(self.task)

@@ -1,0 +1,59 @@
+"""`backdoor_set`: find a (any / minimal / maximal) valid backdoor adjustment set for X -> Y.
+
+Valid: Z ∩ ({X, Y} ∪ De(X)) = ∅ and X ⊥ Y | Z in G with X's outgoing edges removed (d-separation on
+DAGs, m-separation on ADMGs). The derivation lists backdoor paths that Z blocks as witnesses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.registry import register
+from calver.verifier.tasks.base import NodeSetFamily
+from calver.verifier.tasks.paths import backdoor_paths
+
+
+@register
+class BackdoorSet(NodeSetFamily):
+    name = "backdoor_set"
+    description = "find a valid backdoor adjustment set for the effect of treatment on outcome"
+    operation = "backdoor_check"
+    graph_classes = (GraphClass.DAG, GraphClass.ADMG)
+    query_keys = ("treatment", "outcome", "variant")
+    query_types = {"treatment": "node", "outcome": "node", "variant": "word"}
+    object_arg = "adjustment"
+    witness_arg = "blocked"
+    bound_args = ("treatment", "outcome")
+    example_query = {"treatment": "X", "outcome": "Y", "variant": "any"}
+    slot_docs = {
+        "STRATEGY": "the adjustment set, e.g. {A, B} ({} for the empty set)",
+        "DERIVATION": "backdoor_check(treatment=X, outcome=Y, adjustment={...}, blocked=[backdoor paths Z blocks, "
+        "e.g. X <- A -> Y | ...] or none)",
+        "RESULT": "valid or invalid (whether the set satisfies the backdoor criterion)",
+        "ANSWER": "the adjustment set only",
+    }
+
+    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+        return frozenset((query["treatment"], query["outcome"]))
+
+    def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
+        from calver.verifier.primitives import descendants
+
+        banned = self.excluded(query) | descendants(g, query["treatment"])
+        return [n for n in g.nodes if n not in banned]
+
+    def base_violation(self, g, query, nodes):
+        from calver.verifier.primitives import backdoor_violation
+
+        return backdoor_violation(g, query["treatment"], query["outcome"], nodes)
+
+    def witness_paths(self, g, query, nodes):
+        return backdoor_paths(g, query["treatment"], query["outcome"], limit=3)
+
+    def witness_ends(self, query):
+        return (query["treatment"], query["outcome"])
+
+    def question_text(self, query: dict[str, Any]) -> str:
+        kind = {"any": "one valid", "minimal": "one minimal valid", "maximal": "one maximal valid"}[query["variant"]]
+        return f"Find {kind} backdoor adjustment set for treatment {query['treatment']} and outcome {query['outcome']}."

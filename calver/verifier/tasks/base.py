@@ -1,0 +1,294 @@
+"""Shared bit logic for find-one-valid *node-set* families (backdoor, frontdoor, separation, blocking).
+
+The object a trace returns is its ANSWER set (falling back to STRATEGY when the answer does not
+parse), so swapping the answer of a max-score trace to an invalid set fails exactly b3 (predicate
+on the returned set), b5 (declared result vs recomputation on the returned set) and b6 (answer ≠
+strategy): score 3. Witness paths listed in the derivation are checked edge by edge against G_ver
+(b4 only), so damaging one witness edge scores 5.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import combinations
+from typing import Any, ClassVar
+
+from calver.verifier.contract import format_kv, format_path, format_set, parse_call
+from calver.verifier.graph import CausalGraph, GraphError
+from calver.verifier.registry import (
+    PASS,
+    Check,
+    TaskFamily,
+    TraceContext,
+    normalize_value,
+    parse_bool,
+    values_equal,
+)
+
+_MINMAX_LIMIT = 14  # subset checks for minimal/maximal variants stay exact up to this many nodes
+
+
+def parse_result_bool(text: str) -> bool:
+    """A RESULT slot like ``valid`` or ``valid (X _||_ Y | {A} in G_X)``: read the leading verdict."""
+    try:
+        return parse_bool(text)
+    except ValueError:
+        pass
+    m = re.match(r"\W*(not\s+valid|[A-Za-z]+)", text)
+    if not m:
+        raise ValueError(f"RESULT has no verdict: {text[:40]!r}")
+    return parse_bool(m.group(1))
+
+
+def split_paths(text: str) -> list[str]:
+    """``[X <- A -> Y | X <- B -> Y]`` → two path strings; ``none``/``[]`` → none."""
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    body = body.strip()
+    if body.lower() in ("", "none", "-", "nil"):
+        return []
+    return [p.strip() for p in re.split(r"[|;]", body) if p.strip()]
+
+
+def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str, str] | None = None) -> Check:
+    """Every edge of every listed witness path must exist in ``g`` with its stated type."""
+    from calver.verifier.parsers import parse_path
+    from calver.verifier.primitives import path_edges
+
+    if text is None:
+        return PASS
+    paths = split_paths(text)
+    if paths and g is None:
+        return Check.fail("DERIVATION lists witness paths but no verification graph is available")
+    for p in paths:
+        try:
+            nodes, types = parse_path(p)
+            path_edges(g, nodes, types)
+        except (ValueError, GraphError) as e:
+            return Check.fail(f"DERIVATION witness path {p!r} is not in the graph: {e}")
+        if ends is not None and {nodes[0], nodes[-1]} != set(ends):
+            return Check.fail(f"DERIVATION witness path {p!r} does not run between {ends[0]} and {ends[1]}")
+    return PASS
+
+
+class NodeSetFamily(TaskFamily):
+    """A find-one-valid task whose answer is a set of nodes, with any/minimal/maximal variants."""
+
+    answer_type = "set"
+    variants: ClassVar[tuple[str, ...]] = ("any", "minimal", "maximal")
+    object_arg: ClassVar[str] = "set"  # derivation argument carrying the strategy set
+    witness_arg: ClassVar[str | None] = None  # derivation argument listing witness paths
+    bound_args: ClassVar[tuple[str, ...]] = ()  # derivation arguments that must equal query values
+
+    # ---- to implement ----------------------------------------------------------------------
+    def base_violation(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str | None:
+        """Why ``nodes`` is not a valid set (ignoring the variant), or None when valid."""
+        raise NotImplementedError
+
+    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+        """Nodes that can never be members (treatment, outcome ...)."""
+        return frozenset()
+
+    def witness_paths(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> list[str]:
+        return []
+
+    # ---- shared ------------------------------------------------------------------------------
+    def parse_object(self, text: str) -> frozenset[str]:
+        from calver.verifier.parsers import parse_node_set
+
+        return parse_node_set(text)
+
+    def coerce_object(self, obj: Any) -> frozenset[str]:
+        if isinstance(obj, str):
+            return self.parse_object(obj)
+        if isinstance(obj, (set, frozenset, list, tuple)):
+            return frozenset(str(v) for v in obj)
+        raise TypeError(f"expected a set of node names, got {type(obj).__name__}")
+
+    def format_object(self, obj: Any) -> str:
+        return format_set(obj)
+
+    def canonical_answer_key(self, obj: Any) -> Any:
+        return frozenset(obj)
+
+    def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
+        ex = self.excluded(query)
+        return [n for n in g.nodes if n not in ex]
+
+    def is_base_valid(self, g, query, nodes) -> bool:
+        return self.base_violation(g, query, frozenset(nodes)) is None
+
+    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+        nodes = frozenset(obj)
+        unknown = sorted(n for n in nodes if n not in g)
+        if unknown:
+            return Check.fail(f"{', '.join(unknown)} not in the graph")
+        why = self.base_violation(g, query, nodes)
+        if why:
+            return Check.fail(why)
+        variant = query.get("variant", "any")
+        if variant == "minimal":
+            smaller = self._proper_subset_valid(g, query, nodes)
+            if smaller is not None:
+                return Check.fail(f"{format_set(nodes)} is valid but not minimal: {format_set(smaller)} is also valid")
+        elif variant == "maximal":
+            larger = self._proper_superset_valid(g, query, nodes)
+            if larger is not None:
+                return Check.fail(f"{format_set(nodes)} is valid but not maximal: {format_set(larger)} is also valid")
+        return PASS
+
+    def _proper_subset_valid(self, g, query, nodes) -> frozenset[str] | None:
+        members = sorted(nodes)
+        if len(members) > _MINMAX_LIMIT:  # one-removal test: exact for d-/m-separators (Tian et al. 1998)
+            subsets = (frozenset(members[:i] + members[i + 1 :]) for i in range(len(members)))
+        else:
+            subsets = (frozenset(c) for r in range(len(members)) for c in combinations(members, r))
+        for sub in subsets:
+            if self.is_base_valid(g, query, sub):
+                return sub
+        return None
+
+    def _proper_superset_valid(self, g, query, nodes) -> frozenset[str] | None:
+        rest = [n for n in self.candidates(g, query) if n not in nodes]
+        if len(rest) > _MINMAX_LIMIT:
+            supersets = (nodes | {n} for n in rest)
+        else:
+            supersets = (nodes | set(c) for r in range(1, len(rest) + 1) for c in combinations(rest, r))
+        for sup in supersets:
+            if self.is_base_valid(g, query, frozenset(sup)):
+                return frozenset(sup)
+        return None
+
+    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
+        from calver.verifier.primitives import enumerate_valid_sets, maximal_sets, minimal_sets
+
+        valid = enumerate_valid_sets(g, self.candidates(g, query), lambda z: self.is_base_valid(g, query, z), limit=limit)
+        variant = query.get("variant", "any")
+        if variant == "minimal":
+            return minimal_sets(valid)
+        if variant == "maximal":
+            return maximal_sets(valid)
+        return valid
+
+    def returned(self, ctx: TraceContext):
+        return ctx.answer if ctx.answer is not None else ctx.strategy
+
+    # ---- bits ----------------------------------------------------------------------------------
+    def check_strategy(self, ctx: TraceContext) -> Check:
+        if ctx.strategy is None:
+            return Check.fail(ctx.strategy_error or "STRATEGY does not parse")
+        if ctx.g_ver is None:
+            return Check.fail("no verification graph: the trace's GRAPH slot is unusable")
+        return self.predicate(ctx.g_ver, ctx.query, self.returned(ctx))
+
+    def check_derivation(self, ctx: TraceContext) -> Check:
+        text = ctx.slots.get("DERIVATION")
+        if text is None:
+            return Check.fail(ctx.slots.problems["DERIVATION"])
+        op, args = parse_call(text)
+        if op.lower() != self.operation:
+            return Check.fail(f"DERIVATION operation is {op!r}, expected {self.operation!r}")
+        for key in self.bound_args:
+            if key not in args:
+                return Check.fail(f"DERIVATION lacks argument {key!r}")
+            kind = self.query_types[key]
+            if not values_equal(kind, normalize_value(kind, args[key]), ctx.query[key]):
+                return Check.fail(f"DERIVATION {key}={args[key]} is not bound to the query")
+        if self.object_arg not in args:
+            return Check.fail(f"DERIVATION lacks argument {self.object_arg!r}")
+        if ctx.strategy is None:
+            return Check.fail("DERIVATION cannot bind an unparsed STRATEGY")
+        if self.canonical_answer_key(self.parse_object(args[self.object_arg])) != self.canonical_answer_key(ctx.strategy):
+            return Check.fail(f"DERIVATION {self.object_arg}={args[self.object_arg]} differs from STRATEGY")
+        if self.witness_arg:
+            return check_witness_paths(ctx.g_ver, args.get(self.witness_arg), self.witness_ends(ctx.query))
+        return PASS
+
+    def witness_ends(self, query: dict[str, Any]) -> tuple[str, str] | None:
+        return None
+
+    def check_result(self, ctx: TraceContext) -> Check:
+        text = ctx.slots.get("RESULT")
+        if text is None:
+            return Check.fail(ctx.slots.problems["RESULT"])
+        declared = parse_result_bool(text)
+        obj = self.returned(ctx)
+        if obj is None:
+            return Check.fail("no returned set to recompute the result on")
+        if ctx.g_ver is None:
+            return Check.fail("no verification graph to recompute the result on")
+        actual = self.predicate(ctx.g_ver, ctx.query, obj).ok
+        if declared != actual:
+            return Check.fail(
+                f"RESULT says {'valid' if declared else 'invalid'} but recomputation on "
+                f"{self.format_object(obj)} gives {'valid' if actual else 'invalid'}"
+            )
+        return PASS
+
+    def check_answer(self, ctx: TraceContext) -> Check:
+        if ctx.answer is None:
+            return Check.fail(ctx.answer_error or "ANSWER does not parse")
+        key = self.canonical_answer_key
+        if ctx.strategy is not None and key(ctx.answer) != key(ctx.strategy):
+            return Check.fail(
+                f"ANSWER {self.format_object(ctx.answer)} differs from STRATEGY {self.format_object(ctx.strategy)}"
+            )
+        if ctx.strategy is None:
+            return Check.fail("ANSWER cannot be checked against an unparsed STRATEGY")
+        text = ctx.slots.get("RESULT")
+        try:
+            declared = parse_result_bool(text) if text is not None else None
+        except ValueError:
+            declared = None
+        if declared is not True:
+            return Check.fail("ANSWER gives an object although RESULT does not declare it valid")
+        return PASS
+
+    # ---- rendering -------------------------------------------------------------------------------
+    def query_slot(self, problem, query: dict[str, Any]) -> str:
+        pairs: dict[str, Any] = {"task": self.name}
+        for key in self.query_keys:
+            pairs[key] = _fmt_value(self.query_types[key], query[key])
+        if problem.graph_class is not None:
+            pairs["graph"] = problem.graph_class.value
+        return format_kv(pairs)
+
+    def derivation_slot(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str:
+        args: dict[str, Any] = {k: _fmt_value(self.query_types[k], query[k]) for k in self.bound_args}
+        args[self.object_arg] = self.format_object(nodes)
+        if self.witness_arg:
+            paths = self.witness_paths(g, query, nodes)
+            args[self.witness_arg] = "[" + " | ".join(paths) + "]" if paths else "none"
+        return f"{self.operation}({format_kv(args, ', ')})"
+
+    def canonical_trace(self, problem, obj: Any) -> str:
+        from calver.verifier.contract import assemble_trace
+
+        g = problem.graph
+        query = self.normalize_query(problem)
+        obj = self.coerce_object(obj)
+        valid = self.predicate(g, query, obj).ok
+        return assemble_trace(
+            {
+                "GRAPH": g.to_text(),
+                "QUERY": self.query_slot(problem, query),
+                "STRATEGY": self.format_object(obj),
+                "DERIVATION": self.derivation_slot(g, query, obj),
+                "RESULT": "valid" if valid else "invalid",
+                "ANSWER": self.format_object(obj),
+            }
+        )
+
+
+def _fmt_value(kind: str, value: Any) -> str:
+    if kind == "set":
+        return format_set(value)
+    if kind in ("path", "list"):
+        return format_path(list(value))
+    if kind == "typed_path":
+        nodes, types = value
+        return format_path(list(nodes), list(types) if types else None)
+    if kind == "number":
+        return f"{value:g}"
+    return str(value)

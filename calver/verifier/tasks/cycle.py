@@ -1,0 +1,104 @@
+"""`cycle_witness`: exhibit a directed cycle in a directed graph (or ``none`` if it is acyclic)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calver.verifier.contract import format_path
+from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.registry import PASS, Check, register
+from calver.verifier.tasks.base import NodeSetFamily
+
+
+def _canonical_cycle(nodes: tuple[str, ...]) -> tuple[str, ...]:
+    """Rotation-invariant form: start at the smallest name."""
+    if not nodes:
+        return ()
+    i = nodes.index(min(nodes))
+    return tuple(nodes[i:] + nodes[:i])
+
+
+@register
+class CycleWitness(NodeSetFamily):
+    name = "cycle_witness"
+    description = "exhibit one directed cycle of the graph as a closed node sequence (none if acyclic)"
+    operation = "find_cycle"
+    answer_type = "path"
+    graph_classes = (GraphClass.DIRECTED,)
+    variants = ("any",)
+    query_keys = ("variant",)
+    query_types = {"variant": "word"}
+    object_arg = "cycle"
+    witness_arg = "cycle"
+    example_query = {"variant": "any"}
+    slot_docs = {
+        "STRATEGY": "the cycle as a closed sequence, e.g. A -> B -> C -> A (none if the graph is acyclic)",
+        "DERIVATION": "find_cycle(cycle=A -> B -> C -> A)",
+        "RESULT": "valid or invalid (whether every edge of the cycle exists and it closes)",
+        "ANSWER": "the cycle only",
+    }
+
+    def parse_object(self, text: str) -> tuple[str, ...]:
+        from calver.verifier.parsers import parse_node_list
+
+        if text.strip().strip(".").lower() in ("none", "no cycle", "acyclic", "[]"):
+            return ()
+        nodes = list(parse_node_list(text))
+        if len(nodes) > 1 and nodes[0] == nodes[-1]:
+            nodes = nodes[:-1]
+        if len(set(nodes)) != len(nodes):
+            raise ValueError("a cycle witness may not repeat a node")
+        return tuple(nodes)
+
+    def coerce_object(self, obj: Any) -> tuple[str, ...]:
+        if isinstance(obj, str):
+            return self.parse_object(obj)
+        nodes = [str(n) for n in obj]
+        if len(nodes) > 1 and nodes[0] == nodes[-1]:
+            nodes = nodes[:-1]
+        return tuple(nodes)
+
+    def format_object(self, obj: Any) -> str:
+        nodes = list(obj)
+        return format_path(nodes + nodes[:1]) if nodes else "none"
+
+    def canonical_answer_key(self, obj: Any) -> Any:
+        return _canonical_cycle(tuple(obj))
+
+    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+        from calver.verifier.primitives import is_directed_cycle
+
+        nodes = tuple(obj)
+        if not nodes:
+            return PASS if g.acyclic else Check.fail("the graph has a directed cycle, so 'none' is wrong")
+        unknown = [n for n in nodes if n not in g]
+        if unknown:
+            return Check.fail(f"{', '.join(unknown)} not in the graph")
+        if is_directed_cycle(g, list(nodes)):
+            return PASS
+        missing = [f"{a}->{b}" for a, b in zip(nodes, nodes[1:] + nodes[:1]) if not g.has_edge(a, b)]
+        return Check.fail(f"{self.format_object(nodes)} is not a directed cycle: missing edge(s) {', '.join(missing)}")
+
+    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+        import networkx as nx
+
+        if g.acyclic:
+            return [()]
+        out = []
+        for cyc in nx.simple_cycles(g.to_networkx()):
+            out.append(_canonical_cycle(tuple(cyc)))
+            if limit is not None and len(out) >= limit:
+                break
+        return sorted(set(out), key=lambda c: (len(c), c))
+
+    def derivation_slot(self, g, query, obj):
+        return f"{self.operation}(cycle={self.format_object(obj)})"
+
+    def check_derivation(self, ctx):
+        check = super().check_derivation(ctx)
+        if not check.ok:
+            return check
+        return PASS
+
+    def question_text(self, query: dict[str, Any]) -> str:
+        return "Find one directed cycle in the graph (answer none if the graph is acyclic)."
