@@ -17,7 +17,9 @@ scorer can fail exactly those slots' bits, each with a reason.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 SLOTS: tuple[str, ...] = ("GRAPH", "QUERY", "STRATEGY", "DERIVATION", "RESULT", "ANSWER")
 # Other names a slot may go by (the K&K family writes its formal object under CONSTRAINTS).
@@ -61,15 +63,39 @@ class SlotParse:
         return None if slot in self.problems else self.values.get(slot)
 
 
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
+_EMPHASIS = re.compile(r"^[*_`]+|[*_`]+$")
+
+
 def _clean_value(value: str) -> str:
-    value = _FENCE.sub("", value).strip()
-    # A slot's value is its first paragraph: prose after a blank line is not part of the slot.
-    value = re.split(r"\n[ \t]*\n", value, maxsplit=1)[0]
-    lines = [ln.strip() for ln in value.strip().splitlines()]
-    # Drop markdown emphasis wrapping the whole value and trailing blank lines.
-    text = "\n".join(ln for ln in lines if ln)
-    text = re.sub(r"^[*_`]+|[*_`]+$", "", text).strip()
-    return text
+    if "```" in value:
+        value = _FENCE.sub("", value)
+    value = value.strip()
+    if "\n" in value:
+        # A slot's value is its first paragraph: prose after a blank line is not part of the slot.
+        value = _PARAGRAPH.split(value, maxsplit=1)[0]
+        value = "\n".join(ln.strip() for ln in value.splitlines() if ln.strip())
+    if value and (value[0] in "*_`" or value[-1] in "*_`"):
+        value = _EMPHASIS.sub("", value).strip()
+    return value
+
+
+_FIRST_WORDS = ("GRA", "QUE", "STR", "DER", "RES", "ANS", "CON", "COM", "FIN", "STE")
+_DECOR = " \t>#*_`-+0123456789.)"
+
+
+def _header_matches(trace: str) -> list[re.Match]:
+    """Header matches, testing the full regex only on lines whose first word could be a slot name."""
+    out = []
+    pos = 0
+    for line in trace.splitlines(keepends=True):
+        head = line.lstrip(_DECOR)[:3].upper()
+        if head in _FIRST_WORDS:
+            m = _HEADER.match(trace, pos, pos + len(line.rstrip("\r\n")))
+            if m:
+                out.append(m)
+        pos += len(line)
+    return out
 
 
 def split_slots(trace: str) -> SlotParse:
@@ -81,10 +107,11 @@ def split_slots(trace: str) -> SlotParse:
         return out
     if len(trace) > _MAX_TRACE_CHARS:
         trace = trace[:_MAX_TRACE_CHARS]
-    matches = list(_HEADER.finditer(trace))
+    matches = _header_matches(trace)
     seen: dict[str, int] = {}
     for i, m in enumerate(matches):
-        slot = SLOT_ALIASES[re.sub(r"[ _]+", " ", m.group("name").upper())]
+        name = m.group("name").upper()
+        slot = SLOT_ALIASES.get(name) or SLOT_ALIASES[re.sub(r"[ _]+", " ", name)]
         seen[slot] = seen.get(slot, 0) + 1
         if seen[slot] > 2:  # already failed as duplicated/conflicting: skip the work
             continue
@@ -109,26 +136,22 @@ def split_slots(trace: str) -> SlotParse:
 
 
 _KEY = re.compile(r"(?:^|[;,\s(\n])([A-Za-z_][A-Za-z0-9_]*)\s*(?:=|:(?![:=]))\s*")
+_BRACKET = re.compile(r"[{}\[\]()]")
 
 
-def parse_kv(text: str) -> dict[str, str]:
-    """Parse ``key=value`` pairs separated by ``;``, ``,`` or newlines.
-
-    Values may contain commas, arrows and brackets (``adjustment={A, B}``): a value runs until the
-    next ``key=`` at bracket depth 0. Raises ``ValueError`` on a duplicated key with another value.
-    """
-    found: list[tuple[str, int, int]] = []
+@lru_cache(maxsize=8192)
+def _parse_kv_cached(text: str) -> tuple[tuple[str, str], ...]:
+    # Bracket depth only matters at key positions: record it at each bracket, then look up.
+    marks: list[tuple[int, int]] = []
     depth = 0
-    depth_at: list[int] = []
-    for ch in text:
-        depth_at.append(depth)
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth = max(0, depth - 1)
-    depth_at.append(depth)
+    for m in _BRACKET.finditer(text):
+        depth = depth + 1 if m.group() in "{[(" else max(0, depth - 1)
+        marks.append((m.start(), depth))
+    positions = [p for p, _ in marks]
+    found: list[tuple[str, int, int]] = []
     for m in _KEY.finditer(text):
-        if depth_at[m.start(1)] == 0:
+        i = bisect_right(positions, m.start(1) - 1) - 1
+        if i < 0 or marks[i][1] == 0:
             found.append((m.group(1).lower(), m.start(1), m.end()))
     out: dict[str, str] = {}
     for i, (key, _start, vstart) in enumerate(found):
@@ -137,7 +160,17 @@ def parse_kv(text: str) -> dict[str, str]:
         if key in out and out[key] != value:
             raise ValueError(f"argument {key!r} is given twice with different values")
         out[key] = value
-    return out
+    return tuple(out.items())
+
+
+def parse_kv(text: str) -> dict[str, str]:
+    """Parse ``key=value`` pairs separated by ``;``, ``,`` or newlines.
+
+    Values may contain commas, arrows and brackets (``adjustment={A, B}``): a value runs until the
+    next ``key=`` at bracket depth 0. Raises ``ValueError`` on a duplicated key with another value.
+    Memoized: the candidates of one pool repeat their QUERY and DERIVATION slots.
+    """
+    return dict(_parse_kv_cached(text))
 
 
 _CALL = re.compile(r"^\s*`?(?P<op>[A-Za-z_][A-Za-z0-9_.]*)\s*\((?P<args>.*)\)\s*`?\s*\.?\s*$", re.DOTALL)

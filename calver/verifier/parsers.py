@@ -159,7 +159,7 @@ def _parse_arrows(text: str, hint=None, what: str = "arrow text"):
 _CLEAR_HEAD = re.compile(r"\s*given\s+(?:an?\s+)?(?P<what>[^\n]{0,120}?)\s+with\s+(?:the\s+)?"
                          r"(?:nodes|vertices|variables)\b\s*:?", re.I)
 _CLEAR_KEY = re.compile(r"(?: ?, ?| )(?:and )?(?:(?P<no>no )?(?P<t>bi-?directed|directed) edges?\b"
-                        r"|(?P<none>no edges?)\b) ?:?", re.I)
+                        r"|(?P<none>no edges?)\b)(?: ?:)?", re.I)
 
 
 def _clear_kind(what: str):
@@ -378,14 +378,15 @@ _CELL_TOK = re.compile(r"""(?P<q>"[^"\n]*"|'[^'\n]*')|(?P<c>[^\s,;|"']+)|(?P<s>[
 _NUM = re.compile(r"[0-3](?:\.0*)?")
 
 
-def _matrix_edges(names, rows, out, what):
+def _matrix_edges(names, rows, out, what, lines=None):
     n = len(names)
     cells = [[int(float(c)) if _NUM.fullmatch(c) else None for c in r] for r in rows]
     for i in range(n):
         for j in range(n):
             v = cells[i][j]
             if v is None:
-                raise ParseError(f"unexpected token {rows[i][j][:20]!r} at row {i + 1} col {j + 1} in {what} (entries are 0-3)")
+                where = f"line {lines[i]}" if lines else f"row {i + 1}"
+                raise ParseError(f"unexpected token {rows[i][j][:20]!r} at {where} cell {j + 1} in {what} (entries are 0-3)")
             if v & 1:
                 out[1].append((names[i], names[j]))
             if (v & 2) != ((cells[j][i] or 0) & 2):
@@ -414,12 +415,14 @@ def _isnum(cell) -> bool:
 
 
 def _looks_like_matrix(text: str) -> bool:
-    lines = [ln for ln in text.split("\n", 3)[:3] if ln.strip()]
-    if len(lines) < 2 and not (lines and not re.search(r"[^\s0-3,;|.]", lines[0])):
+    try:
+        rows = _matrix_rows("\n".join(text.split("\n", 3)[:3]))
+    except ParseError:
         return False
-    probe = [c for c in re.split(r"[\s,;|]+", lines[-1].strip()) if c]
-    return len(probe) >= 1 and all(_NUM.fullmatch(c) for c in probe[1:]) and (
-        len(probe) > 1 or bool(_NUM.fullmatch(probe[0])))
+    last = rows[-1][1] if rows else [("x", False)]
+    if len(rows) < 2:
+        return all(map(_isnum, last))
+    return all(map(_isnum, last[1:])) and (len(last) > 1 or _isnum(last[0]))
 
 
 def _parse_matrix(text: str, hint=None):
@@ -438,6 +441,7 @@ def _parse_matrix(text: str, hint=None):
     if len(names) != n or len(set(names)) != n or n == 0:
         raise ParseError(f"adjacency matrix has {n} rows but its header names {len(names)} distinct nodes")
     grid: list = [None] * n
+    lines: list = [0] * n
     for i, (ln, cells) in enumerate(body):
         if len(cells) == n + 1 and not _isnum(cells[0]):
             if cells[0][0] not in names:
@@ -450,9 +454,9 @@ def _parse_matrix(text: str, hint=None):
             raise ParseError(f"adjacency matrix row at line {ln} has {len(cells)} cells, expected {n}")
         if grid[r] is not None:
             raise ParseError(f"duplicate row for {names[r]!r} at line {ln} in adjacency matrix")
-        grid[r] = [c[0] if not c[1] else "?" + c[0] for c in cells]
+        grid[r], lines[r] = [c[0] if not c[1] else "?" + c[0] for c in cells], ln
     out: tuple[list, list, list] = (list(names), [], [])
-    _matrix_edges(names, grid, out, "adjacency matrix")
+    _matrix_edges(names, grid, out, "adjacency matrix", lines)
     return out[0], out[1], out[2], None
 
 
@@ -744,7 +748,10 @@ def _prose_sentence(toks, known, nodes, d, b):
 
     last_obj, floor = None, 0
     for kind, i, j in matches:
-        subs = back_list(i - 1, floor)
+        i0 = i - 1
+        while i0 > floor and low[i0] in ("both", "also", "each", "jointly", "together", "all"):
+            i0 -= 1
+        subs = back_list(i0, floor)
         if not subs and i > 0 and low[i - 1] in ("which", "that", "who") and last_obj:
             subs = [last_obj]
         if kind == "frm":
@@ -1015,6 +1022,9 @@ def parse_path(text: str) -> tuple[list[str], list[str] | None]:
     s = _strip_wrapper(text)
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" and s[0] not in s[1:-1]:
         s = s[1:-1].strip()
+    m = re.search(r"[\[\](){}]", s)
+    if m:
+        raise _bad(m.group(), s, m.start(), "path")
     items = _arrow_lex(s, "path")
     if not items:
         raise ParseError("empty path")

@@ -218,7 +218,9 @@ def normalize_value(kind: str, value: Any) -> Any:
         return value.strip().strip("'\"`")
     if kind == "set":
         if isinstance(value, str):
-            return parse_node_set(value)
+            from calver.verifier.tasks.base import cached_node_set
+
+            return cached_node_set(value)
         return frozenset(str(v) for v in value)
     if kind in ("path", "list"):
         if isinstance(value, str):

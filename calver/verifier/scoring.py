@@ -47,19 +47,24 @@ class TraceScore:
         return {"bits": list(self.bits), "total": self.total, "reasons": dict(self.reasons), "answer": ans}
 
 
-_QUERY_CACHE: dict[int, tuple[Problem, dict[str, Any]]] = {}
+_PROBLEM_CACHE: dict[int, tuple[Problem, dict[str, Any], dict[Any, Any]]] = {}
 
 
-def _normalized_query(problem: Problem, family) -> dict[str, Any]:
-    # Problems are scored K times each: normalize the query once per problem object.
-    hit = _QUERY_CACHE.get(id(problem))
+def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """(normalized query, memo of slot checks that depend only on slot text + problem).
+
+    A problem is scored K times and its candidates repeat GRAPH/QUERY slots, so b1 and b2 are
+    computed once per distinct slot text. Keyed by identity: ``Problem`` is mutable, so callers
+    that mutate a problem between scores get a fresh entry only for a new object.
+    """
+    hit = _PROBLEM_CACHE.get(id(problem))
     if hit is not None and hit[0] is problem:
-        return hit[1]
+        return hit[1], hit[2]
     q = family.normalize_query(problem)
-    if len(_QUERY_CACHE) > 4096:
-        _QUERY_CACHE.clear()
-    _QUERY_CACHE[id(problem)] = (problem, q)
-    return q
+    if len(_PROBLEM_CACHE) > 4096:
+        _PROBLEM_CACHE.clear()
+    _PROBLEM_CACHE[id(problem)] = (problem, q, {})
+    return q, _PROBLEM_CACHE[id(problem)][2]
 
 
 def _safe(fn, *args) -> Check:
@@ -79,7 +84,7 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
         family = get_family(problem.task)
     except KeyError as e:
         return TraceScore([0] * 6, {s: f"unregistered task: {e.args[0]}" for s in SLOTS}, task=problem.task)
-    query = _normalized_query(problem, family)
+    query, memo = _problem_state(problem, family)
     slots = split_slots(trace_text)
     ctx = TraceContext(problem=problem, query=query, slots=slots)
     bits = [0] * 6
@@ -96,19 +101,27 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
     if gtext is None:
         record(0, "GRAPH", Check.fail(slots.problems["GRAPH"]))
     else:
-        try:
-            ctx.trace_graph = family.parse_graph_slot(gtext, problem)
-        except (ValueError, GraphError, RecursionError) as e:
-            record(0, "GRAPH", Check.fail(f"GRAPH does not parse: {e}"))
-        else:
-            record(0, "GRAPH", _safe(family.check_graph, ctx.trace_graph, problem))
+        hit = memo.get(("GRAPH", gtext))
+        if hit is None:
+            try:
+                parsed = family.parse_graph_slot(gtext, problem)
+            except (ValueError, GraphError, RecursionError) as e:
+                hit = (None, Check.fail(f"GRAPH does not parse: {e}"))
+            else:
+                hit = (parsed, _safe(family.check_graph, parsed, problem))
+            memo[("GRAPH", gtext)] = hit
+        ctx.trace_graph = hit[0]
+        record(0, "GRAPH", hit[1])
     if problem.mode == "supplied":
         ctx.g_ver = family.verification_object(problem) if hasattr(family, "verification_object") else problem.graph
     elif bits[0]:
         ctx.g_ver = ctx.trace_graph  # constructed mode: only a well-formed own graph is usable
 
     # b2 query ------------------------------------------------------------------------------
-    record(1, "QUERY", _safe(check_query, slots, family, problem, query))
+    qkey = ("QUERY", slots.get("QUERY"))
+    if qkey not in memo:
+        memo[qkey] = _safe(check_query, slots, family, problem, query)
+    record(1, "QUERY", memo[qkey])
 
     # objects --------------------------------------------------------------------------------
     for slot, attr in (("STRATEGY", "strategy"), ("ANSWER", "answer")):

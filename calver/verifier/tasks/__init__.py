@@ -8,4 +8,5 @@ from calver.verifier.tasks import (  # noqa: F401
     cycle,
     mediator,
     intervention,
+    ate,
 )

@@ -10,6 +10,7 @@ strategy): score 3. Witness paths listed in the derivation are checked edge by e
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from itertools import combinations
 from typing import Any, ClassVar
 
@@ -25,7 +26,23 @@ from calver.verifier.registry import (
     values_equal,
 )
 
-_MINMAX_LIMIT = 14  # subset checks for minimal/maximal variants stay exact up to this many nodes
+_MINMAX_LIMIT = 14
+
+
+@lru_cache(maxsize=16384)
+def cached_node_set(text: str) -> frozenset[str]:
+    """Memoized ``parse_node_set``: a pool's candidates repeat the same few sets."""
+    from calver.verifier.parsers import parse_node_set
+
+    return parse_node_set(text)
+
+
+@lru_cache(maxsize=16384)
+def cached_path(text: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    from calver.verifier.parsers import parse_path
+
+    nodes, types = parse_path(text)
+    return tuple(nodes), (tuple(types) if types else None)  # subset checks for minimal/maximal variants stay exact up to this many nodes
 
 
 def parse_result_bool(text: str) -> bool:
@@ -53,7 +70,6 @@ def split_paths(text: str) -> list[str]:
 
 def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str, str] | None = None) -> Check:
     """Every edge of every listed witness path must exist in ``g`` with its stated type."""
-    from calver.verifier.parsers import parse_path
     from calver.verifier.primitives import path_edges
 
     if text is None:
@@ -63,7 +79,7 @@ def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str
         return Check.fail("DERIVATION lists witness paths but no verification graph is available")
     for p in paths:
         try:
-            nodes, types = parse_path(p)
+            nodes, types = cached_path(p)
             path_edges(g, nodes, types)
         except (ValueError, GraphError) as e:
             return Check.fail(f"DERIVATION witness path {p!r} is not in the graph: {e}")
@@ -95,9 +111,7 @@ class NodeSetFamily(TaskFamily):
 
     # ---- shared ------------------------------------------------------------------------------
     def parse_object(self, text: str) -> frozenset[str]:
-        from calver.verifier.parsers import parse_node_set
-
-        return parse_node_set(text)
+        return cached_node_set(text)
 
     def coerce_object(self, obj: Any) -> frozenset[str]:
         if isinstance(obj, str):
@@ -174,13 +188,21 @@ class NodeSetFamily(TaskFamily):
     def returned(self, ctx: TraceContext):
         return ctx.answer if ctx.answer is not None else ctx.strategy
 
+    def _predicate_once(self, ctx: TraceContext, obj: Any) -> Check:
+        """b3 and b5 both evaluate the predicate on the returned object: compute it once per trace."""
+        key = ("predicate", self.canonical_answer_key(obj))
+        hit = ctx.extra.get(key)
+        if hit is None:
+            hit = ctx.extra[key] = self.predicate(ctx.g_ver, ctx.query, obj)
+        return hit
+
     # ---- bits ----------------------------------------------------------------------------------
     def check_strategy(self, ctx: TraceContext) -> Check:
         if ctx.strategy is None:
             return Check.fail(ctx.strategy_error or "STRATEGY does not parse")
         if ctx.g_ver is None:
             return Check.fail("no verification graph: the trace's GRAPH slot is unusable")
-        return self.predicate(ctx.g_ver, ctx.query, self.returned(ctx))
+        return self._predicate_once(ctx, self.returned(ctx))
 
     def check_derivation(self, ctx: TraceContext) -> Check:
         text = ctx.slots.get("DERIVATION")
@@ -218,7 +240,7 @@ class NodeSetFamily(TaskFamily):
             return Check.fail("no returned set to recompute the result on")
         if ctx.g_ver is None:
             return Check.fail("no verification graph to recompute the result on")
-        actual = self.predicate(ctx.g_ver, ctx.query, obj).ok
+        actual = self._predicate_once(ctx, obj).ok
         if declared != actual:
             return Check.fail(
                 f"RESULT says {'valid' if declared else 'invalid'} but recomputation on "
