@@ -1,0 +1,199 @@
+"""Selection metrics on frozen pools: built-in selectors, accuracy, coverage, repair decomposition,
+the fragmentation condition, and score calibration (precision/recall/FPR/coverage/AUROC).
+
+Everything here reads :class:`~calver.infer.evaluation.table.UnitFacts`; all numbers are unrounded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+from calver.infer.evaluation.table import UnitFacts
+
+TIE_RULES = ("first", "best", "worst")
+
+
+# ---- selectors computable from per-candidate facts -------------------------------------------------
+def first_index(u: UnitFacts) -> int:
+    return 0
+
+
+def plurality_index(keys: Sequence[Hashable | None]) -> int:
+    """Exact plurality over canonical answer keys; ties go to the answer whose first occurrence is
+    earliest; the returned index is that first occurrence. Unparsed answers (None) cast no vote; a
+    pool with no parsed answer returns index 0."""
+    counts = Counter(k for k in keys if k is not None)
+    if not counts:
+        return 0
+    best = max(counts.values())
+    for i, k in enumerate(keys):
+        if k is not None and counts[k] == best:
+            return i
+    return 0  # unreachable
+
+
+def calver_index(totals: Sequence[int], tie: str = "first", correct: Sequence[bool] | None = None) -> int:
+    """Earliest candidate with the maximum score (``first``, deployed). ``best``/``worst`` resolve
+    score ties by graded correctness: a tie-rule audit that reads labels, never a selector."""
+    if tie not in TIE_RULES:
+        raise ValueError(f"tie must be one of {TIE_RULES}, got {tie!r}")
+    totals = np.asarray(totals)
+    tied = np.flatnonzero(totals == totals.max())
+    if tie == "first" or len(tied) == 1:
+        return int(tied[0])
+    if correct is None:
+        raise ValueError("tie rules best/worst need correctness")
+    want = tie == "best"
+    for i in tied:
+        if bool(correct[i]) == want:
+            return int(i)
+    return int(tied[0])
+
+
+BUILTIN_SELECTORS = {
+    "first": lambda u: first_index(u),
+    "plurality": lambda u: plurality_index(u.answer_keys),
+    "calver": lambda u: calver_index(u.totals, "first"),
+}
+TIE_AUDIT = {
+    "calver_first": lambda u: calver_index(u.totals, "first", u.correct),
+    "calver_best": lambda u: calver_index(u.totals, "best", u.correct),
+    "calver_worst": lambda u: calver_index(u.totals, "worst", u.correct),
+}
+
+
+# ---- unit-level outcomes ------------------------------------------------------------------------------
+def selected_correct(units: Sequence[UnitFacts], indices: Sequence[int]) -> np.ndarray:
+    """1.0 where the selected candidate of each unit is correct (an out-of-range index is wrong)."""
+    out = np.zeros(len(units))
+    for j, (u, i) in enumerate(zip(units, indices)):
+        out[j] = float(0 <= int(i) < u.k and bool(u.correct[int(i)]))
+    return out
+
+
+def accuracy(outcomes: Sequence[float]) -> float:
+    outcomes = np.asarray(outcomes, float)
+    return float(outcomes.mean()) if outcomes.size else float("nan")
+
+
+def coverage(units: Sequence[UnitFacts]) -> np.ndarray:
+    """Per unit: 1.0 when the pool holds at least one correct candidate (a diagnostic ceiling)."""
+    return np.array([float(u.correct.any()) for u in units])
+
+
+# ---- repair decomposition ----------------------------------------------------------------------------
+def repair_decomposition(a: Sequence[float], b: Sequence[float], mask: Sequence[bool] | None = None) -> dict[str, Any]:
+    """Decompose selector A's gain over B (A = CALVER, B = plurality) on paired units.
+
+    repairs: B wrong, A right; new_errors: B right, A wrong; ratio = repairs / new_errors;
+    net_gain = (repairs - new_errors) / n = acc(A) - acc(B).
+    """
+    a = np.asarray(a, bool)
+    b = np.asarray(b, bool)
+    if mask is not None:
+        m = np.asarray(mask, bool)
+        a, b = a[m], b[m]
+    n = int(a.size)
+    repairs = int(np.sum(a & ~b))
+    new_errors = int(np.sum(~a & b))
+    return {
+        "n": n,
+        "repairs": repairs,
+        "new_errors": new_errors,
+        "both_correct": int(np.sum(a & b)),
+        "both_wrong": int(np.sum(~a & ~b)),
+        "ratio": (repairs / new_errors) if new_errors else (float("inf") if repairs else float("nan")),
+        "net_gain": (repairs - new_errors) / n if n else float("nan"),
+    }
+
+
+# ---- fragmentation --------------------------------------------------------------------------------------
+def answer_masses(u: UnitFacts) -> tuple[dict[Hashable, int], dict[Hashable, bool]]:
+    """Counts per parsed answer key and each key's validity (graded on the source graph)."""
+    counts: dict[Hashable, int] = {}
+    valid: dict[Hashable, bool] = {}
+    for k, c in zip(u.answer_keys, u.correct):
+        if k is None:
+            continue
+        counts[k] = counts.get(k, 0) + 1
+        valid[k] = valid.get(k, False) or bool(c)
+    return counts, valid
+
+
+def fragmented(u: UnitFacts) -> bool:
+    """The fragmentation condition on one pool: it holds a valid candidate, and some invalid answer
+    has strictly more mass than every individual valid answer."""
+    if not u.correct.any():
+        return False
+    counts, valid = answer_masses(u)
+    best_valid = max((c for k, c in counts.items() if valid[k]), default=0)
+    best_invalid = max((c for k, c in counts.items() if not valid[k]), default=0)
+    return best_invalid > best_valid
+
+
+def invalid_unique_plurality(u: UnitFacts) -> bool:
+    """An invalid answer is the unique plurality answer of the pool."""
+    counts, valid = answer_masses(u)
+    if not counts:
+        return False
+    top = max(counts.values())
+    winners = [k for k, c in counts.items() if c == top]
+    return len(winners) == 1 and not valid[winners[0]]
+
+
+# ---- calibration ------------------------------------------------------------------------------------------
+def rankdata(x: np.ndarray) -> np.ndarray:
+    """Midranks (1-based) with ties averaged, vectorized."""
+    x = np.asarray(x, float)
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    boundaries = np.flatnonzero(np.diff(xs) != 0) + 1
+    starts = np.concatenate([[0], boundaries])
+    ends = np.concatenate([boundaries, [len(xs)]])
+    avg = (starts + ends + 1) / 2.0  # mean of 1-based ranks start+1 .. end
+    ranks_sorted = np.repeat(avg, ends - starts)
+    out = np.empty_like(ranks_sorted)
+    out[order] = ranks_sorted
+    return out
+
+
+def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """AUROC by the Mann-Whitney rank statistic (ties count one half)."""
+    s = np.asarray(scores, float)
+    y = np.asarray(labels, bool)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    r = rankdata(s)
+    return float((r[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def calibration(scores: Sequence[float], labels: Sequence[bool], threshold: float = 6) -> dict[str, Any]:
+    """Candidate-level calibration of ``score >= threshold`` as a validity classifier."""
+    s = np.asarray(scores, float)
+    y = np.asarray(labels, bool)
+    pred = s >= threshold
+    tp = int(np.sum(pred & y))
+    fp = int(np.sum(pred & ~y))
+    fn = int(np.sum(~pred & y))
+    tn = int(np.sum(~pred & ~y))
+    nan = float("nan")
+    return {
+        "threshold": threshold, "n": int(s.size), "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "precision": tp / (tp + fp) if tp + fp else nan,
+        "recall": tp / (tp + fn) if tp + fn else nan,
+        "fpr": fp / (fp + tn) if fp + tn else nan,
+        "coverage": (tp + fp) / s.size if s.size else nan,
+        "auroc": auroc(s, y),
+    }
+
+
+def candidate_arrays(units: Sequence[UnitFacts]) -> tuple[np.ndarray, np.ndarray]:
+    """All candidates' scores and correctness, concatenated."""
+    if not units:
+        return np.zeros(0), np.zeros(0, bool)
+    return (np.concatenate([u.totals for u in units]).astype(float),
+            np.concatenate([u.correct for u in units]).astype(bool))

@@ -1,0 +1,152 @@
+"""Per-candidate facts of a frozen pool: CALVER bits/score, canonical answer key, correctness.
+
+Scores and answer keys are computed from the candidate text and the selector-visible problem only.
+Correctness is reattached afterwards: ``grade(problem, answer)`` on the *source* graph (the task
+predicate, never equality with a listed reference). In constructed-graph mode the source graph may
+live in the problem row's ``labels`` (``source_graph`` or ``graph``); it is read only here, for
+grading, after every score is fixed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+from calver.infer.pool import Pool
+from calver.verifier import Problem, get_family, grade, score
+
+
+@dataclass
+class UnitFacts:
+    """One (problem, seed) unit: K candidates in sampling order."""
+
+    problem_id: str
+    source_id: str
+    seed: int
+    texts: list[str]
+    totals: np.ndarray  # (K,) int CALVER scores
+    bits: np.ndarray  # (K, 6) int
+    correct: np.ndarray  # (K,) bool, graded on the source graph
+    answer_keys: list[Hashable | None]  # canonical answer keys for exact voting (None: unparsed)
+    problem: Problem | None = None  # the selector-visible problem
+    grading_problem: Problem | None = None  # the problem with its source graph reattached
+    answers: list[Any] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.problem_id, self.seed)
+
+    @property
+    def k(self) -> int:
+        return len(self.totals)
+
+    def prefix(self, k: int) -> "UnitFacts":
+        return dataclasses.replace(
+            self, texts=self.texts[:k], totals=self.totals[:k], bits=self.bits[:k], correct=self.correct[:k],
+            answer_keys=self.answer_keys[:k], answers=self.answers[:k],
+        )
+
+
+def answer_key(problem: Problem, answer: Any) -> Hashable | None:
+    """Canonical, hashable answer key used by exact plurality (None when the answer did not parse)."""
+    if answer is None:
+        return None
+    try:
+        key = get_family(problem.task).canonical_answer_key(answer)
+    except Exception:  # noqa: BLE001 - a family bug must not crash evaluation; fall back to repr
+        key = answer
+    try:
+        hash(key)
+    except TypeError:
+        key = repr(key)
+    return key
+
+
+def grading_problem(problem: Problem, labels: dict[str, Any] | None) -> Problem:
+    """The problem with its source graph G* attached (from labels when the problem hides it)."""
+    if problem.graph is not None or not labels:
+        return problem
+    raw = labels.get("source_graph", labels.get("graph"))
+    if raw is None:
+        return problem
+    from calver.verifier import parse_graph
+
+    g = raw if not isinstance(raw, str) else parse_graph(raw, kind=problem.graph_class)
+    return dataclasses.replace(problem, graph=g)
+
+
+def is_correct(gproblem: Problem, answer: Any) -> bool:
+    if answer is None:
+        return False
+    try:
+        return bool(grade(gproblem, answer))
+    except Exception:  # noqa: BLE001 - an ungradable problem counts the answer wrong, never right
+        return False
+
+
+def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", source_id: str = "",
+               seed: int = 0, labels: dict[str, Any] | None = None, grading: Problem | None = None) -> UnitFacts:
+    """Score every candidate on ``problem`` (no labels read), then grade the parsed answers on the
+    source graph (``grading``, or ``problem`` with the labels' source graph attached)."""
+    scores = [score(t, problem) for t in texts]
+    gp = grading if grading is not None else grading_problem(problem, labels)
+    answers = [s.answer for s in scores]
+    return UnitFacts(
+        problem_id=problem_id or problem.id,
+        source_id=source_id or problem.source_id or problem.id,
+        seed=int(seed),
+        texts=list(texts),
+        totals=np.array([s.total for s in scores], dtype=np.int64),
+        bits=np.array([s.bits for s in scores], dtype=np.int64).reshape(len(scores), 6),
+        correct=np.array([is_correct(gp, a) for a in answers], dtype=bool),
+        answer_keys=[answer_key(problem, a) for a in answers],
+        problem=problem,
+        grading_problem=gp,
+        answers=answers,
+    )
+
+
+def selector_problem(problem: Problem) -> Problem:
+    """The problem as a selector sees it: through ``calver.infer.firewall.strip_problem`` when that
+    module is present (no meta, no source graph in constructed mode), else unchanged."""
+    try:
+        from calver.infer.firewall import strip_problem
+    except ImportError:
+        return problem
+    return strip_problem(problem)
+
+
+def load_units(pool: Pool | str, k: int | None = None) -> list[UnitFacts]:
+    """UnitFacts for every unit of a pool (optionally its K-prefix view). Scores are computed on the
+    firewall-stripped problem; the full problem (plus labels) is used only to grade."""
+    pool = pool if isinstance(pool, Pool) else Pool(pool)
+    problems = pool.problems()
+    labels = pool.labels()
+    views: dict[str, Problem] = {}
+    out = []
+    for u in pool.units(k):
+        p = problems[u.problem_id]
+        if u.problem_id not in views:
+            views[u.problem_id] = selector_problem(p)
+        out.append(unit_facts(views[u.problem_id], u.texts, problem_id=u.problem_id, source_id=u.source_id,
+                              seed=u.seed, grading=grading_problem(p, labels.get(u.problem_id))))
+    return out
+
+
+def from_arrays(totals: Sequence[Sequence[int]], correct: Sequence[Sequence[bool]],
+                answer_keys: Sequence[Sequence[Hashable | None]], sources: Sequence[str] | None = None) -> list[UnitFacts]:
+    """Hand-built units for tests and synthetic studies (no texts, no problems)."""
+    out = []
+    for i, (t, c, a) in enumerate(zip(totals, correct, answer_keys)):
+        t = np.asarray(t, dtype=np.int64)
+        out.append(UnitFacts(
+            problem_id=f"u{i}", source_id=(sources[i] if sources is not None else f"u{i}"), seed=0,
+            texts=[""] * len(t), totals=t, bits=np.zeros((len(t), 6), dtype=np.int64),
+            correct=np.asarray(c, dtype=bool), answer_keys=list(a), answers=list(a),
+        ))
+    return out
+
+
