@@ -11,6 +11,7 @@ import sys
 COMMAND_MODULES = (
     "calver.verifier.cli",
     "calver.data_gen.cli",
+    "calver.data_gen.data_cli",
     "calver.train.cli",
     "calver.infer.cli",
     "calver.infer.evaluation.cli",

@@ -47,6 +47,10 @@ def sample_problem(task: str, rng: random.Random, tries: int = 200) -> tuple[Pro
         variant = rng.choice(fam.variants) if "variant" in fam.query_keys else None
         if task in ("backdoor_set", "frontdoor_set", "mediator"):
             query = {"treatment": a, "outcome": b}
+        elif task == "backdoor_path":
+            query = {"treatment": a, "outcome": b}
+        elif task == "path":
+            query = {"source": a, "target": b}
         elif task == "separation_set":
             query = {"x": [a], "y": [b]}
         elif task == "blocking_set":
@@ -73,7 +77,7 @@ def sample_problem(task: str, rng: random.Random, tries: int = 200) -> tuple[Pro
 
 
 SET_TASKS = ("backdoor_set", "frontdoor_set", "separation_set", "blocking_set", "mediator")
-GRAPH_TASKS = SET_TASKS + ("cycle_witness", "intervention_reachability")
+GRAPH_TASKS = SET_TASKS + ("cycle_witness", "intervention_reachability", "path", "backdoor_path")
 
 
 def replace_slot(trace: str, slot: str, value: str) -> str:

@@ -8,5 +8,7 @@ from calver.verifier.tasks import (  # noqa: F401
     cycle,
     mediator,
     intervention,
+    path,
     ate,
+    knights,
 )

@@ -1,0 +1,190 @@
+"""`path` and `backdoor_path`: exhibit a (shortest / longest / any) path between two nodes.
+
+A path is a simple sequence of typed edges in the graph's skeleton (``F <- Y -> C``); a backdoor
+path additionally starts with an edge into the treatment (``X <- ...`` or ``X <-> ...``).
+``shortest`` / ``longest`` compare the number of edges against exhaustive enumeration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from calver.verifier.contract import format_path
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+from calver.verifier.registry import PASS, Check, register
+from calver.verifier.tasks.base import NodeSetFamily, cached_path
+from calver.verifier.tasks.paths import _neighbours
+
+_MAX_PATHS = 200_000  # enumeration guard for longest-path questions on dense graphs
+
+
+def simple_paths(g: CausalGraph, start: str, end: str, backdoor: bool) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Every simple typed path start..end (depth-first), optionally only backdoor ones."""
+    nbrs = {n: _neighbours(g, n) for n in g.nodes}
+    nodes, types, on_path = [start], [], {start}
+    stack = [iter(nbrs[start])]
+    count = 0
+    while stack:
+        step = next(stack[-1], None)
+        if step is None:
+            stack.pop()
+            on_path.discard(nodes.pop())
+            if types:
+                types.pop()
+            continue
+        nb, t = step
+        if nb in on_path or (backdoor and len(nodes) == 1 and t == "->"):
+            continue
+        if nb == end:
+            count += 1
+            if count > _MAX_PATHS:
+                raise GraphError(f"more than {_MAX_PATHS} paths: too many to enumerate")
+            yield tuple(nodes) + (nb,), tuple(types) + (t,)
+            continue
+        nodes.append(nb)
+        types.append(t)
+        on_path.add(nb)
+        stack.append(iter(nbrs[nb]))
+
+
+class _PathFamily(NodeSetFamily):
+    answer_type = "path"
+    variants = ("any", "shortest", "longest")
+    object_arg = "path"
+    witness_arg = "path"
+    backdoor: bool = False
+    ends: tuple[str, str] = ("source", "target")
+
+    def normalize_query(self, problem):
+        q = super().normalize_query(problem)
+        a, b = (q[k] for k in self.ends)
+        if a == b:
+            from calver.verifier.problem import ProblemError
+
+            raise ProblemError(f"query fields {self.ends[0]!r} and {self.ends[1]!r} must differ")
+        return q
+
+    def parse_object(self, text: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+        if text.strip().strip(".").lower() in ("none", "no path", "[]"):
+            return ((), None)
+        return cached_path(text)
+
+    def coerce_object(self, obj: Any):
+        if isinstance(obj, str):
+            return self.parse_object(obj)
+        if isinstance(obj, (tuple, list)) and len(obj) == 2 and isinstance(obj[0], (list, tuple)):
+            return tuple(obj[0]), (tuple(obj[1]) if obj[1] else None)
+        return tuple(str(n) for n in obj), None
+
+    def format_object(self, obj: Any) -> str:
+        nodes, types = obj
+        return format_path(list(nodes), list(types) if types else None) if nodes else "none"
+
+    def canonical_answer_key(self, obj: Any) -> Any:
+        return (tuple(obj[0]), tuple(obj[1]) if obj[1] else None)
+
+    def _resolved(self, g: CausalGraph, obj) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        from calver.verifier.primitives import path_edges
+
+        nodes, types = obj
+        return tuple(nodes), tuple(path_edges(g, list(nodes), list(types) if types else None))
+
+    def _lengths(self, g: CausalGraph, query) -> tuple[int, int] | None:
+        a, b = (query[k] for k in self.ends)
+        lens = [len(t) for _n, t in simple_paths(g, a, b, self.backdoor)]
+        return (min(lens), max(lens)) if lens else None
+
+    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+        a, b = (query[k] for k in self.ends)
+        nodes, _types = obj
+        kind = "backdoor path" if self.backdoor else "path"
+        if not nodes:
+            return PASS if self._lengths(g, query) is None else Check.fail(f"a {kind} exists, so 'none' is wrong")
+        unknown = [n for n in nodes if n not in g]
+        if unknown:
+            return Check.fail(f"{', '.join(unknown)} not in the graph")
+        if nodes[0] != a or nodes[-1] != b:
+            return Check.fail(f"{self.format_object(obj)} does not run from {a} to {b}")
+        if len(set(nodes)) != len(nodes):
+            return Check.fail(f"{self.format_object(obj)} repeats a node")
+        try:
+            _, types = self._resolved(g, obj)
+        except (GraphError, ValueError) as e:
+            return Check.fail(f"{self.format_object(obj)} is not a path of the graph: {e}")
+        if self.backdoor and types[0] == "->":
+            return Check.fail(f"{self.format_object(obj)} starts with an edge out of {a}: not a backdoor path")
+        variant = query.get("variant", "any")
+        if variant != "any":
+            lo, hi = self._lengths(g, query)
+            want = lo if variant == "shortest" else hi
+            if len(types) != want:
+                return Check.fail(f"{self.format_object(obj)} has {len(types)} edges; the {variant} {kind} has {want}")
+        return PASS
+
+    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+        a, b = (query[k] for k in self.ends)
+        paths = sorted(simple_paths(g, a, b, self.backdoor), key=lambda p: (len(p[1]), p))
+        if not paths:
+            return [((), None)]
+        variant = query.get("variant", "any")
+        if variant == "shortest":
+            paths = [p for p in paths if len(p[1]) == len(paths[0][1])]
+        elif variant == "longest":
+            paths = [p for p in paths if len(p[1]) == len(paths[-1][1])]
+        return paths[:limit] if limit else paths
+
+    def witness_paths(self, g, query, obj):
+        return [self.format_object(self._resolved(g, obj))] if obj[0] else []
+
+    def witness_ends(self, query):
+        return tuple(query[k] for k in self.ends)
+
+    def derivation_slot(self, g, query, obj):
+        a, b = self.ends
+        return f"{self.operation}({a}={query[a]}, {b}={query[b]}, path={self.format_object(obj)})"
+
+
+@register
+class PathTask(_PathFamily):
+    name = "path"
+    description = "exhibit one (shortest / longest / any) path between source and target, edges of any type"
+    operation = "find_path"
+    graph_classes = (GraphClass.DAG, GraphClass.ADMG)
+    query_keys = ("source", "target", "variant")
+    query_types = {"source": "node", "target": "node", "variant": "word"}
+    bound_args = ("source", "target")
+    example_query = {"source": "A", "target": "C", "variant": "any"}
+    slot_docs = {
+        "STRATEGY": "the path with its edge types, e.g. A <- B -> C (none if no path exists)",
+        "DERIVATION": "find_path(source=A, target=C, path=<the path>)",
+        "RESULT": "valid or invalid (whether it is a path of the requested kind)",
+        "ANSWER": "the path only",
+    }
+
+    def question_text(self, query):
+        kind = {"any": "one", "shortest": "the shortest", "longest": "the longest"}[query["variant"]]
+        return f"Find {kind} path from {query['source']} to {query['target']} (edges of any direction)."
+
+
+@register
+class BackdoorPath(_PathFamily):
+    name = "backdoor_path"
+    description = "exhibit one (shortest / longest / any) backdoor path from treatment to outcome"
+    operation = "find_backdoor_path"
+    graph_classes = (GraphClass.DAG, GraphClass.ADMG)
+    query_keys = ("treatment", "outcome", "variant")
+    query_types = {"treatment": "node", "outcome": "node", "variant": "word"}
+    bound_args = ("treatment", "outcome")
+    backdoor = True
+    ends = ("treatment", "outcome")
+    example_query = {"treatment": "X", "outcome": "Y", "variant": "shortest"}
+    slot_docs = {
+        "STRATEGY": "the backdoor path with its edge types, e.g. X <- Z -> Y (none if there is none)",
+        "DERIVATION": "find_backdoor_path(treatment=X, outcome=Y, path=<the path>)",
+        "RESULT": "valid or invalid (whether it is a backdoor path of the requested kind)",
+        "ANSWER": "the path only",
+    }
+
+    def question_text(self, query):
+        kind = {"any": "one", "shortest": "the shortest", "longest": "the longest"}[query["variant"]]
+        return f"Find {kind} backdoor path from {query['treatment']} to {query['outcome']}."
