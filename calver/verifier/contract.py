@@ -47,8 +47,10 @@ _HEADER = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
-_MAX_TRACE_CHARS = 200_000  # traces beyond this are scanned only up to it (fail-closed, fast)
-_MAX_SLOT_CHARS = 20_000  # a longer slot value is rejected: no honest slot is that long
+_MAX_TRACE_CHARS = 1_000_000  # traces beyond this are scanned only up to it (fail-closed, fast)
+# A longer slot value is rejected: no honest slot is that long (GRAPH holds 1,000-node graphs).
+_MAX_SLOT_CHARS = {"GRAPH": 300_000}
+_MAX_OTHER_SLOT_CHARS = 20_000
 
 
 @dataclass
@@ -116,13 +118,13 @@ def split_slots(trace: str) -> SlotParse:
         if seen[slot] > 2:  # already failed as duplicated/conflicting: skip the work
             continue
         end = matches[i + 1].start() if i + 1 < len(matches) else len(trace)
-        raw = trace[m.end() : end]
-        value = _clean_value(raw[: _MAX_SLOT_CHARS + 1000])
+        limit = _MAX_SLOT_CHARS.get(slot, _MAX_OTHER_SLOT_CHARS)
+        value = _clean_value(trace[m.end() : min(end, m.end() + limit + 1000)])
         if seen[slot] == 1:
             out.values[slot] = value
             out.header_names[slot] = m.group("name").upper()
-            if len(value) > _MAX_SLOT_CHARS:
-                out.problems[slot] = f"{slot} slot is longer than {_MAX_SLOT_CHARS} characters"
+            if len(value) > limit:
+                out.problems[slot] = f"{slot} slot is longer than {limit} characters"
         elif value != out.values[slot]:
             out.problems[slot] = f"{slot} slot appears more than once with conflicting contents"
         else:

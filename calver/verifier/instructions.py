@@ -18,12 +18,15 @@ _GENERIC = {
 
 def contract_instructions(task: str | None = None) -> str:
     """The system-prompt text for one task family (or a short form covering all of them)."""
+    fams = [get_family(task)] if task else list(families().values())
+    labels = list(SLOTS)
+    if task:
+        labels[0] = fams[0].graph_label
     head = (
         "Answer with exactly six labelled slots, in this order, each on its own line starting with its "
-        "label and a colon: " + ", ".join(SLOTS) + ". You may reason before the slots; "
+        "label and a colon: " + ", ".join(labels) + ". You may reason before the slots; "
         "the ANSWER slot holds only the requested object."
     )
-    fams = [get_family(task)] if task else list(families().values())
     lines = [head, ""]
     for fam in fams:
         label = fam.graph_label

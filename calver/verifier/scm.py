@@ -317,7 +317,7 @@ def strict_certificate(problem, trace: str) -> tuple[bool, list[str]]:
     in constructed mode (the certificate is then relative to that graph).
     """
     from calver.verifier.contract import split_slots
-    from calver.verifier.parsers import parse_graph, parse_node_set
+    from calver.verifier.parsers import parse_graph
     from calver.verifier.primitives import descendants, find_open_path
     from calver.verifier.registry import get_family
     from calver.verifier.scoring import score

@@ -66,6 +66,7 @@ class AteThreshold(TaskFamily):
     query_types = {"treatment": "node", "outcome": "node", "threshold": "number"}
     example_query = {"treatment": "X", "outcome": "Y", "threshold": 0.1}
     slot_docs = {
+        "QUERY": "task=ate_threshold; treatment=<X>; outcome=<Y>; threshold=<τ as given>; graph=DAG",
         "STRATEGY": "the adjustment set Z you adjust for, e.g. {A, B} ({} for none); it must satisfy the backdoor criterion",
         "DERIVATION": "backdoor_adjust(treatment=X, outcome=Y, adjustment={...}, p1=<Σ_z P(Y=1|X=1,z)P(z)>, "
         "p0=<Σ_z P(Y=1|X=0,z)P(z)>, effect=<p1 - p0>)",

@@ -85,6 +85,7 @@ class KnightsKnaves(TaskFamily):
     slot_docs = {
         "GRAPH": "one formula per speaker S: knight(S) <-> <what S said>, separated by ';'. Grammar: knight(A), "
         "knave(A), not, and, or, -> (implies), <-> (iff), parentheses",
+        "QUERY": "task=knights_knaves; people={every person, comma-separated}; question=roles",
         "STRATEGY": "the proposed assignment, e.g. A=knight, B=knave (every person)",
         "DERIVATION": "truth_table(people={A, B, ...}, assignments=<2^n>)",
         "RESULT": "consistent or inconsistent (does STRATEGY satisfy CONSTRAINTS), then models=<number of satisfying "
