@@ -442,3 +442,26 @@ def test_parse_path(text, nodes, types):
 def test_parse_path_rejects(text):
     with pytest.raises(ParseError):
         parse_path(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=10_000))
+def test_canonical_arrow_fast_path_agrees_with_general_lexer(seed):
+    import random as _random
+
+    from calver.verifier import parsers as P
+
+    rng = _random.Random(seed)
+    n = rng.randint(1, 9)
+    names = [rng.choice(["A", "B", "X1", "node_", "Zz", "q", "M2", "W", "V_3"]) + str(i) for i in range(n)]
+    items = []
+    for _ in range(rng.randint(0, 12)):
+        a, c = rng.choice(names), rng.choice(names)
+        items.append(f"{a}{rng.choice([' ', '', '  '])}{rng.choice(['->', '<-', '<->'])}{rng.choice([' ', ''])}{c}")
+    items += rng.sample(names, rng.randint(0, n))
+    text = rng.choice([", ", ",", "; ", "\n"]).join(items) or names[0]
+    fast = P._parse_fast_arrows(text)
+    assert fast is not None
+    slow = P._parse_arrows(text, None)[:4]
+    assert set(fast[0]) == set(slow[0]) and sorted(fast[1]) == sorted(slow[1])
+    assert sorted(tuple(sorted(e)) for e in fast[2]) == sorted(tuple(sorted(e)) for e in slow[2])

@@ -76,27 +76,22 @@ class CausalGraph:
     ) -> "CausalGraph":
         """Build a graph. ``kind=None`` infers ADMG if any bidirected edge, else DAG if acyclic,
         else directed. With ``validate`` a class violation raises :class:`GraphError`."""
-        order: list[str] = []
-        seen: set[str] = set()
-
-        def add(n: str) -> None:
+        d_list = [tuple(e) for e in directed]
+        b_list = [tuple(e) for e in bidirected]
+        for e in d_list + b_list:
+            if len(e) != 2:
+                raise GraphError(f"an edge must join two nodes, got {e!r}")
+        # insertion order: declared nodes, then edge endpoints as they appear
+        try:
+            order = list(dict.fromkeys([*nodes, *(x for e in d_list for x in e), *(x for e in b_list for x in e)]))
+        except TypeError as e:  # an unhashable "name"
+            raise GraphError(f"node names must be strings: {e}") from None
+        for n in order:
             if not isinstance(n, str) or not n:
                 raise GraphError(f"node names must be non-empty strings, got {n!r}")
-            if n not in seen:
-                seen.add(n)
-                order.append(n)
-
-        for n in nodes:
-            add(n)
-        d_edges: set[tuple[str, str]] = set()
-        for a, b in directed:
-            add(a)
-            add(b)
-            d_edges.add((a, b))
+        d_edges = set(d_list)
         b_edges: set[tuple[str, str]] = set()
-        for a, b in bidirected:
-            add(a)
-            add(b)
+        for a, b in b_list:
             if a == b:
                 raise GraphError(f"bidirected self-loop {a}<->{a} is not allowed")
             b_edges.add(_bidirected_key(a, b))

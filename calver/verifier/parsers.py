@@ -272,12 +272,45 @@ def _detect(body: str):
     return None
 
 
+# Fast path for the canonical arrow text that traces and prompts use ("A -> B, C <-> D, E"):
+# one regex pass instead of the general lexer. Anything else (chains, quotes, "and", labels)
+# takes the general path; tests/test_parsers.py checks both agree.
+_FN = r"[A-Za-z_][A-Za-z0-9_]*"
+_FAST_ITEM = rf"{_FN}(?:[ \t]*(?:<->|->|<-)[ \t]*{_FN})?"
+_FAST_TEXT = re.compile(rf"{_FAST_ITEM}(?:[ \t]*[,;\n][ \t]*{_FAST_ITEM})*")
+_FAST_EDGE = re.compile(rf"({_FN})(?:[ \t]*(<->|->|<-)[ \t]*({_FN}))?")
+_FAST_AND = re.compile(r"\band\b", re.I)
+
+
+def _parse_fast_arrows(body: str):
+    if not _FAST_TEXT.fullmatch(body) or _FAST_AND.search(body):
+        return None
+    found: list[str] = []
+    d: list[tuple[str, str]] = []
+    b: list[tuple[str, str]] = []
+    for a, op, c in _FAST_EDGE.findall(body):
+        found.append(a)
+        if op:
+            found.append(c)
+            if op == "->":
+                d.append((a, c))
+            elif op == "<-":
+                d.append((c, a))
+            else:
+                b.append((a, c))
+    return found, d, b, None
+
+
 def _parse(text: str, fmt, kind, nodes) -> CausalGraph:
     if len(text) > MAX_TEXT_CHARS:
         raise ParseError(f"graph text of {len(text)} characters exceeds the {MAX_TEXT_CHARS} limit")
     body = text.lstrip("\ufeff").strip()
     if not body:
         raise ParseError("empty graph text")
+    if fmt in (None, "arrows") and len(body) < 1_000_000:
+        raw = _parse_fast_arrows(body)
+        if raw is not None:
+            return _assemble(*raw, kind, nodes)
     if fmt is None:
         fmt = _detect(body)
         if fmt is None:
