@@ -1,0 +1,87 @@
+"""THE prompt renderer: every sampler, trainer and exporter builds chat messages here.
+
+``render_prompt(problem)`` gives ``[system, user]`` messages: system = the registry's contract
+instructions for the problem's task, user = the problem text (graph in its encoding + question).
+``problem_text(graph, question, encoding)`` builds that user text for supplied-graph problems.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.instructions import contract_instructions
+from calver.verifier.parsers import render_graph
+from calver.verifier.problem import Problem
+
+ENCODING_HEADERS: dict[str, str] = {
+    "arrows": "as an edge list (A -> B: A causes B; A <-> B: A and B share a hidden common cause)",
+    "json": "as JSON (nodes, directed edges [from, to], bidirected edges)",
+    "json_parents": "as a JSON map from each node to its parents (and its spouses: bidirected neighbours)",
+    "matrix": "as an adjacency matrix (row -> column: 1 directed edge, 2 bidirected edge, 3 both)",
+    "graphml": "in GraphML",
+    "dot": "in Graphviz DOT (dir=both marks a bidirected edge)",
+    "prose": "in sentences",
+    "clear": "in one sentence",
+}
+
+_CLASS_WORDS = {
+    GraphClass.DAG: "a DAG (directed acyclic graph)",
+    GraphClass.ADMG: "an ADMG (acyclic directed mixed graph: directed and bidirected edges)",
+    GraphClass.DIRECTED: "a directed graph (cycles allowed)",
+}
+
+
+@functools.lru_cache(maxsize=64)
+def system_prompt(task: str) -> str:
+    """The contract instructions for ``task`` (cached: they depend only on the registry)."""
+    return contract_instructions(task)
+
+
+def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows") -> str:
+    """The user message of a supplied-graph problem."""
+    if encoding not in ENCODING_HEADERS:
+        raise ValueError(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODING_HEADERS)}")
+    head = f"The causal graph is {_CLASS_WORDS[graph.kind]}, given {ENCODING_HEADERS[encoding]}:"
+    return f"{head}\n{render_graph(graph, encoding)}\n\n{question}"
+
+
+def question_for(problem: Problem) -> str:
+    fam = problem.family
+    return fam.question_text(fam.normalize_query(problem))
+
+
+def user_text(problem: Problem, encoding: str | None = None) -> str:
+    """The problem's user message.
+
+    - ``encoding`` re-renders a supplied graph-only problem (no ``data`` payload) in that encoding.
+    - A problem's own ``text`` is used as is; when it lacks the family's question (e.g. a CLEAR
+      row whose text is only the graph description) and carries no ``data`` payload (ATE and K&K
+      texts phrase their own question), the question is appended.
+    - Supplied-mode problems without text get the graph in arrow text plus the question.
+    """
+    graph_only = problem.graph is not None and problem.mode == "supplied" and not problem.data
+    if encoding is not None and graph_only:
+        return problem_text(problem.graph, question_for(problem), encoding)
+    if problem.text:
+        if problem.data:
+            return problem.text
+        question = question_for(problem)
+        return problem.text if question in problem.text else f"{problem.text}\n\n{question}"
+    if problem.graph is not None and problem.mode == "supplied":
+        return problem_text(problem.graph, question_for(problem), "arrows")
+    raise ValueError(f"problem {problem.id!r} has neither text nor a graph to render")
+
+
+def render_prompt(problem: Problem, encoding: str | None = None) -> list[dict[str, Any]]:
+    """Chat messages ``[{"role": "system", ...}, {"role": "user", ...}]`` for ``problem``."""
+    return [
+        {"role": "system", "content": system_prompt(problem.task)},
+        {"role": "user", "content": user_text(problem, encoding)},
+    ]
+
+
+def render_sft_messages(problem: Problem, trace: str, encoding: str | None = None) -> list[dict[str, Any]]:
+    """``render_prompt`` plus the assistant turn holding ``trace``."""
+    return render_prompt(problem, encoding) + [{"role": "assistant", "content": trace}]
