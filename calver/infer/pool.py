@@ -6,7 +6,8 @@
       candidates.jsonl           one row per candidate, appended while sampling (resumable)
       candidates.parquet         written by freeze(), same rows (HF ``datasets`` loads it)
       FROZEN                     marker: the pool is read-only from here on
-      selections/<name>.jsonl    one row per unit: {"problem_id", "seed", "index", "scores"}
+      selections/<name>.jsonl    one row per unit: {"problem_id", "seed", "index", "scores"[, "answer"]}
+      selections/<name>.meta.json  the selection's provenance: firewall view hash, K, selector
 
 A *unit* is one (problem_id, seed) pair: the K candidates sampled for one problem under one seed.
 Candidate rows hold: problem_id, source_id (the clustering key), seed, candidate_index, text,
@@ -136,6 +137,24 @@ class Pool:
         _truncate_torn_tail(self.candidates_path)
         append_jsonl(self.candidates_path, rows)
 
+    def rewrite_candidates(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Replace candidates.jsonl atomically (tmp file + rename); used by resume to drop partial units."""
+        self._writable()
+        tmp = self.candidates_path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.candidates_path)
+
+    def write_selection_meta(self, name: str, meta: dict[str, Any]) -> Path:
+        """Provenance of a selection (view hash, K, selector config) beside ``selections/<name>.jsonl``."""
+        path = self.root / "selections" / f"{name}.meta.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(meta, indent=2, sort_keys=True, default=_jsonable))
+        return path
+
     def freeze(self) -> None:
         """Write candidates.parquet and mark the pool read-only."""
         self._writable()
@@ -203,6 +222,13 @@ class Pool:
     def selection_names(self) -> list[str]:
         d = self.root / "selections"
         return sorted(p.stem for p in d.glob("*.jsonl")) if d.exists() else []
+
+    def k(self) -> int | None:
+        """The pool's K (candidates per unit, from the manifest), or None if not recorded."""
+        try:
+            return int(self.manifest().get("sampling", {}).get("k"))
+        except (PoolError, TypeError, ValueError):
+            return None
 
 
 def _jsonable(obj: Any) -> Any:

@@ -1,0 +1,227 @@
+"""`calver sample --config CONFIG.yaml`: sample a K-candidate pool for every (problem, seed) unit.
+
+Resumable: every unit's K rows go to ``candidates.jsonl`` in one fsynced append, and each unit's
+sampler seed is ``unit_seed(seed, problem_id)`` (independent of batching and order). On start the
+existing rows are read; complete units (candidate indices exactly 0..K-1) are kept, rows of partial
+units (a kill between rows of one append) are removed, and only the missing units are sampled. A
+killed run therefore resumes without losing or duplicating candidates and ends with the same rows
+as an uninterrupted run of the same seeds (exactly so on a backend that is deterministic for a fixed
+seed, e.g. HF ``generate`` on CPU).
+
+Prompts: system = the family's contract instructions, user = the problem text (supplied mode: the
+graph in arrow text, then the family's question), via ``calver.data_gen.prompts`` when present.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from calver.infer.manifest import build_manifest, mismatches, unit_seed
+from calver.infer.pool import Pool, PoolError, read_jsonl
+from calver.infer.sample_config import SampleConfig
+from calver.verifier import Problem, contract_instructions, get_family
+
+SLOW_ENV = "CALVER_SAMPLE_BATCH_DELAY_S"  # testing hook: sleep after each appended batch
+
+
+# ---- prompts ---------------------------------------------------------------------------------
+def user_text(problem: Problem) -> str:
+    """The user message: problem text (supplied mode without text: graph in arrows + question)."""
+    try:
+        from calver.data_gen.prompts import user_text as dg_user_text
+
+        return dg_user_text(problem)
+    except ImportError:
+        pass
+    fam = get_family(problem.task)
+    question = fam.question_text(fam.normalize_query(problem))
+    if problem.text:
+        return problem.text if question in problem.text else f"{problem.text}\n\n{question}"
+    if problem.mode == "supplied" and problem.graph is not None:
+        kind = problem.graph.kind.value
+        return f"The causal graph ({kind}), as an edge list:\n{problem.graph.to_text()}\n\n{question}"
+    raise ValueError(f"problem {problem.id!r} has neither text nor a graph to render")
+
+
+def render_prompt(problem: Problem) -> str:
+    """Alias of :func:`user_text` (the user prompt as a string)."""
+    return user_text(problem)
+
+
+def prompt_messages(problem: Problem) -> list[dict[str, str]]:
+    try:
+        from calver.data_gen.prompts import render_prompt as dg_render
+
+        return dg_render(problem)
+    except ImportError:
+        return [
+            {"role": "system", "content": contract_instructions(problem.task)},
+            {"role": "user", "content": user_text(problem)},
+        ]
+
+
+# ---- problems ----------------------------------------------------------------------------------
+def load_problem_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Rows ``{"problem": Problem dict, "labels": {...}}`` from a JSONL file (rows are Problem dicts or
+    already in that form), or a directory holding ``problems.jsonl`` (else its ``*.jsonl`` files)."""
+    p = Path(path)
+    if p.is_dir():
+        files = [p / "problems.jsonl"] if (p / "problems.jsonl").exists() else sorted(p.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"{p}: no problems.jsonl or *.jsonl files")
+    elif p.exists():
+        files = [p]
+    else:
+        raise FileNotFoundError(f"problems source {p} does not exist")
+    rows = []
+    for f in files:
+        for i, r in enumerate(read_jsonl(f)):
+            if "problem" in r and isinstance(r["problem"], dict):
+                prob, labels = r["problem"], dict(r.get("labels") or {})
+            else:
+                prob, labels = r, {}
+            pr = Problem.from_dict(prob)
+            if not pr.id:
+                raise ValueError(f"{f}:{i + 1}: problem has no 'id'")
+            rows.append({"problem": pr.to_dict(), "labels": labels})
+    ids = [r["problem"]["id"] for r in rows]
+    dup = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+    if dup:
+        raise ValueError(f"duplicate problem id(s): {', '.join(dup[:5])}")
+    return rows
+
+
+def select_rows(rows: list[dict[str, Any]], cfg: SampleConfig) -> list[dict[str, Any]]:
+    if cfg.tasks is not None:
+        rows = [r for r in rows if r["problem"]["task"] in cfg.tasks]
+    if cfg.limit is not None:
+        rows = rows[: cfg.limit]
+    return rows
+
+
+# ---- resume --------------------------------------------------------------------------------------
+def existing_units(pool: Pool, k: int) -> tuple[set[tuple[str, int]], list[dict[str, Any]], int]:
+    """(complete units, rows to keep, number of dropped partial rows)."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in pool.candidate_rows():
+        groups[(r["problem_id"], int(r["seed"]))].append(r)
+    done, keep, dropped = set(), [], 0
+    for unit, rows in groups.items():
+        idx = sorted(int(r["candidate_index"]) for r in rows)
+        if idx == list(range(k)):
+            done.add(unit)
+            keep += sorted(rows, key=lambda r: r["candidate_index"])
+        else:
+            dropped += len(rows)
+    return done, keep, dropped
+
+
+def prepare_pool(cfg: SampleConfig, manifest: dict[str, Any], problem_rows: list[dict[str, Any]], log=print) -> tuple[Pool, set]:
+    pool = Pool(cfg.out)
+    if pool.manifest_path.exists():
+        bad = mismatches(pool.manifest(), manifest)
+        if bad:
+            raise PoolError(f"{pool.root} was sampled with a different configuration ({', '.join(bad)}); "
+                            "use a new --out or delete the pool")
+        if pool.frozen:
+            return pool, {(r["problem_id"], int(r["seed"])) for r in pool.candidate_rows()}
+        done, keep, dropped = existing_units(pool, cfg.k)
+        if dropped:
+            log(f"resume: dropping {dropped} row(s) of partially written units")
+            pool.rewrite_candidates(keep)
+        log(f"resume: {len(done)} complete unit(s) found in {pool.root}")
+        return pool, done
+    if pool.candidates_path.exists():
+        raise PoolError(f"{pool.root} holds candidates but no manifest; refusing to mix runs")
+    # problems first, manifest last: a manifest marks a fully initialized pool
+    pool.write_problems([Problem.from_dict(r["problem"]) for r in problem_rows],
+                        {r["problem"]["id"]: r["labels"] for r in problem_rows})
+    pool.write_manifest(manifest)
+    return pool, set()
+
+
+# ---- main ----------------------------------------------------------------------------------------
+def resolve_backend(cfg: SampleConfig) -> str:
+    if cfg.backend != "auto":
+        return cfg.backend
+    from calver.infer.sampler import vllm_available
+
+    return "vllm" if vllm_available() else "hf"
+
+
+def run_sample(cfg: SampleConfig, *, sampler=None, log=print) -> Pool:
+    """Sample (or resume) the pool described by ``cfg``; ``sampler`` overrides building one."""
+    problem_rows = select_rows(load_problem_rows(cfg.problems), cfg)
+    if not problem_rows:
+        raise ValueError("no problems to sample (check 'problems', 'tasks' and 'limit')")
+    problems = {r["problem"]["id"]: Problem.from_dict(r["problem"]) for r in problem_rows}
+    backend = sampler.backend if sampler is not None else resolve_backend(cfg)
+    systems = {p.task: contract_instructions(p.task) for p in problems.values()}
+    manifest = build_manifest(cfg, problem_rows=problem_rows, system_prompts=systems, backend=backend)
+    pool, done = prepare_pool(cfg, manifest, problem_rows, log)
+    units = [(pid, s) for pid in problems for s in cfg.seeds]
+    todo = [u for u in units if u not in done]
+    if pool.frozen:
+        if todo:
+            raise PoolError(f"{pool.root} is frozen but lacks {len(todo)} unit(s)")
+        log(f"{pool.root} is frozen and complete")
+        return pool
+    if todo:
+        from calver.infer.sampler import SamplingConfig, make_sampler
+
+        own = sampler is None
+        if own:
+            sampler = make_sampler(cfg.model, cfg.adapter, backend=backend, **cfg.sampler_kwargs)
+        scfg = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens, n=cfg.k,
+                              stop=cfg.stop, logprobs=True)
+        delay = float(os.environ.get(SLOW_ENV, "0") or 0)
+        t0, n = time.time(), 0
+        try:
+            for b in range(0, len(todo), cfg.batch_units):
+                batch = todo[b : b + cfg.batch_units]
+                prompts = [prompt_messages(problems[pid]) for pid, _ in batch]
+                res = sampler.generate(prompts, scfg, seeds=[unit_seed(s, pid) for pid, s in batch], progress=False)
+                for (pid, s), comps in zip(batch, res):
+                    if len(comps) != cfg.k:
+                        raise RuntimeError(f"sampler returned {len(comps)} completions for unit {pid}/{s}, expected {cfg.k}")
+                    pool.append_candidates(
+                        {
+                            "problem_id": pid, "source_id": problems[pid].source_id, "seed": s,
+                            "candidate_index": i, "text": c.text, "finish_reason": c.finish_reason,
+                            "num_tokens": int(c.num_tokens), "mean_logprob": c.mean_logprob,
+                        }
+                        for i, c in enumerate(comps)
+                    )
+                n += len(batch)
+                log(f"sampled {n}/{len(todo)} unit(s) ({time.time() - t0:.1f}s)")
+                if delay:
+                    time.sleep(delay)
+        finally:
+            if own:
+                sampler.close()
+    if cfg.freeze:
+        pool.freeze()
+        log(f"froze {pool.root}: {len(units)} unit(s) x K={cfg.k}")
+    return pool
+
+
+def cmd_sample(args) -> int:
+    from calver.infer.sample_config import ConfigError, load_config
+
+    overrides = list(args.set or [])
+    for key in ("out", "model", "problems", "backend", "adapter"):
+        if getattr(args, key, None) is not None:
+            overrides.append(f"{key}={json.dumps(getattr(args, key))}")
+    try:
+        cfg = load_config(args.config, overrides)
+        run_sample(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
+    except (ConfigError, PoolError, FileNotFoundError, ValueError) as e:
+        print(f"calver sample: error: {e}", file=sys.stderr)
+        return 2
+    return 0
