@@ -1,6 +1,5 @@
 """Clustered paired bootstrap: vectorized path vs the slow reference loop, and its bookkeeping."""
 
-import time
 
 import numpy as np
 import pytest
@@ -78,13 +77,11 @@ def test_cluster_codes_first_seen_order():
     assert c == 3 and codes.tolist() == [0, 1, 0, 2]
 
 
-def test_headline_speed_10000_draws_1111_units():
+def test_headline_10000_draws_1111_units_records_draws():
+    # speed is measured in benchmarks/bootstrap_bench.py, not here
     rng = np.random.default_rng(0)
     clusters = rng.integers(0, 300, size=1111)
     a = (rng.random(1111) < 0.42).astype(float)
     b = (rng.random(1111) < 0.30).astype(float)
-    paired_diff_ci(a, b, clusters, draws=100, seed=0)  # warm-up
-    t0 = time.perf_counter()
     r = paired_diff_ci(a, b, clusters, draws=10_000, seed=0)
-    assert time.perf_counter() - t0 < 1.0
-    assert r["draws"] == 10_000
+    assert r["draws"] == 10_000 and r["ci_low"] <= r["mean_diff"] <= r["ci_high"]

@@ -146,10 +146,10 @@ for _warm in (GOLD, "{}", "<graphml/>", "digraph { A -> B }", "A causes B.", "x\
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=2000) | st.binary(max_size=2000).map(lambda b: b.decode("latin-1")))
 def test_score_never_raises_on_arbitrary_text(text):
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     r = score(text, PROBLEM)
     assert 0 <= r.total <= 6
-    assert time.perf_counter() - t0 < 0.05
+    assert time.process_time() - t0 < 0.05
 
 
 @settings(max_examples=150, deadline=None)
@@ -168,9 +168,9 @@ def test_hostile_inputs_are_fast_and_fail_closed():
         "\x00\xff" * 10_000,
     ]
     for text in hostile:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         r = score(text, PROBLEM)
-        assert time.perf_counter() - t0 < 0.05 * 4  # 1 MB traces included; typical calls are µs
+        assert time.process_time() - t0 < 0.05 * 4  # 1 MB traces included; typical calls are µs
         assert r.total < 6 or text.startswith(GOLD)
 
 
