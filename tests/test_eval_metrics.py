@@ -48,6 +48,28 @@ def test_accuracy_and_coverage():
     assert coverage(units).tolist() == [1.0, 0.0, 1.0]
 
 
+def test_out_of_pool_selection_is_graded_on_its_answer():
+    from calver.infer.evaluation.synthetic import backdoor_problem, trace_for
+    from calver.infer.evaluation.table import unit_facts
+    from calver.infer.selectors import Selection
+
+    p = backdoor_problem()
+    u = unit_facts(p, [trace_for(p, {"M"}), trace_for(p, set())])  # every candidate is invalid
+    assert u.correct.tolist() == [False, False]
+    assert selected_correct([u], [Selection(-1, (0.0, 0.0), "{U}")]).tolist() == [1.0]  # valid, not in the pool
+    assert selected_correct([u], [Selection(-1, (0.0, 0.0), "{M}")]).tolist() == [0.0]
+    assert selected_correct([u], [Selection(-1, (0.0, 0.0), None)]).tolist() == [0.0]  # nothing returned
+    assert selected_correct([u], [{"index": -1, "answer": "{U, P}"}]).tolist() == [1.0]  # a stored row
+    assert selected_correct([u], [-1]).tolist() == [0.0]  # a bare -1 carries no answer
+
+
+def test_plurality_is_the_selectors_rule():
+    from calver.infer.selectors import plurality
+
+    for keys in (["a", "b", "b", "a"], ["c", "a", "b", "b", "a"], [None, None, "x"], [None, None], ["x"]):
+        assert plurality_index(keys) == plurality(keys)[0]
+
+
 def test_repair_decomposition_counts():
     a = [1, 1, 1, 0, 0, 1, 0]
     b = [0, 0, 1, 1, 0, 0, 0]

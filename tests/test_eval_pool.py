@@ -115,12 +115,15 @@ def test_wandb_logging_is_optional():
 
 
 def test_registry_selector_from_calver_infer_selectors(tmp_path, monkeypatch):
-    import sys
-    import types
+    from calver.infer.selectors import SELECTORS, Selection, Selector
 
-    fake = types.ModuleType("calver.infer.selectors")
-    fake.SELECTORS = {"last": lambda view: (view.k - 1, [0.0] * view.k)}
-    monkeypatch.setitem(sys.modules, "calver.infer.selectors", fake)
+    class Last(Selector):
+        name = "last"
+
+        def select(self, view):
+            return Selection(view.k - 1, tuple([0.0] * view.k))
+
+    monkeypatch.setitem(SELECTORS, "last", Last())
     _pool(tmp_path)
     res = evaluate(str(tmp_path / "pool"), ["first", "plurality", "calver", "last"], draws=100, decomp_draws=50,
                    audits=False, ladder=False)
@@ -129,3 +132,23 @@ def test_registry_selector_from_calver_infer_selectors(tmp_path, monkeypatch):
     assert "last" in k["accuracy"]
     # K=1 takes index 0 ({M} in the five FRAG units, {U} in the EASY one); K=2 takes index 1 ({U} everywhere)
     assert k["accuracy"]["last"][:2] == [pytest.approx(1 / 6), 1.0]
+
+
+def test_extract_solve_out_of_pool_answer_counts_correct(tmp_path):
+    """Every candidate is invalid, but their (true) graphs solve to the valid {U}: extract-then-solve
+    returns index -1 with that answer, and evaluation must grade the answer, not 'the last candidate'."""
+    from calver.infer.select import run_selection
+
+    units = [(backdoor_problem(pid=f"bd{s}", source_id=f"src{s}"), 0, [{"M"}, set(), {"M"}, set()]) for s in range(3)]
+    pool = build_pool(str(tmp_path / "pool"), units)
+    names = ["first", "plurality", "calver", "extract_solve"]
+    res = evaluate(str(tmp_path / "pool"), names, draws=100, decomp_draws=50, audits=False, ladder=False)
+    assert res["coverage"]["estimate"] == 0.0
+    assert res["accuracy"]["extract_solve"]["estimate"] == 1.0  # run through the registry
+    assert res["accuracy"]["calver"]["estimate"] == 0.0
+    assert all(u["extract_solve_index"] == -1 and u["extract_solve_correct"] for u in res["units"])
+    assert all(u["extract_solve_answer"] == "{U}" for u in res["units"])
+    assert res["k_scaling"]["accuracy"]["extract_solve"] == [1.0, 1.0, 1.0]  # K-prefixes 1, 2, 4
+    run_selection(pool, ["extract_solve"])  # stored rows: index -1 plus the answer
+    res = evaluate(str(tmp_path / "pool"), names, draws=100, decomp_draws=50, audits=False, ladder=False)
+    assert res["accuracy"]["extract_solve"]["estimate"] == 1.0

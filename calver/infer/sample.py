@@ -9,7 +9,7 @@ as an uninterrupted run of the same seeds (exactly so on a backend that is deter
 seed, e.g. HF ``generate`` on CPU).
 
 Prompts: system = the family's contract instructions, user = the problem text (supplied mode: the
-graph in arrow text, then the family's question), via ``calver.data_gen.prompts`` when present.
+graph in arrow text, then the family's question), rendered by ``calver.data_gen.prompts``.
 """
 
 from __future__ import annotations
@@ -22,48 +22,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from calver.data_gen.prompts import render_prompt as prompt_messages
+from calver.data_gen.prompts import user_text
 from calver.infer.manifest import build_manifest, mismatches, unit_seed
 from calver.infer.pool import Pool, PoolError, read_jsonl
 from calver.infer.sample_config import SampleConfig
-from calver.verifier import Problem, contract_instructions, get_family
+from calver.verifier import Problem, contract_instructions
 
 SLOW_ENV = "CALVER_SAMPLE_BATCH_DELAY_S"  # testing hook: sleep after each appended batch
 
 
 # ---- prompts ---------------------------------------------------------------------------------
-def user_text(problem: Problem) -> str:
-    """The user message: problem text (supplied mode without text: graph in arrows + question)."""
-    try:
-        from calver.data_gen.prompts import user_text as dg_user_text
-
-        return dg_user_text(problem)
-    except ImportError:
-        pass
-    fam = get_family(problem.task)
-    question = fam.question_text(fam.normalize_query(problem))
-    if problem.text:
-        return problem.text if question in problem.text else f"{problem.text}\n\n{question}"
-    if problem.mode == "supplied" and problem.graph is not None:
-        kind = problem.graph.kind.value
-        return f"The causal graph ({kind}), as an edge list:\n{problem.graph.to_text()}\n\n{question}"
-    raise ValueError(f"problem {problem.id!r} has neither text nor a graph to render")
+# ``calver.data_gen.prompts`` is THE renderer. ``user_text`` (the user message) and
+# ``prompt_messages`` (= ``data_gen.prompts.render_prompt``: [system, user] messages) are re-exported
+# for importers (``calver.train.prm``, the neural selectors, tests); ``render_prompt`` here is the
+# user text as a string, the name the manifest records as ``user_prompt``.
 
 
 def render_prompt(problem: Problem) -> str:
-    """Alias of :func:`user_text` (the user prompt as a string)."""
+    """The user prompt as a string (alias of :func:`calver.data_gen.prompts.user_text`)."""
     return user_text(problem)
-
-
-def prompt_messages(problem: Problem) -> list[dict[str, str]]:
-    try:
-        from calver.data_gen.prompts import render_prompt as dg_render
-
-        return dg_render(problem)
-    except ImportError:
-        return [
-            {"role": "system", "content": contract_instructions(problem.task)},
-            {"role": "user", "content": user_text(problem)},
-        ]
 
 
 # ---- problems ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import math
 import time
 from typing import Any, Iterable, Sequence
 
+from calver.infer.evaluation.table import grading_problem
 from calver.infer.firewall import FirewallError, SelectorView, check_view, make_views, view_hash
 from calver.infer.pool import Pool
 from calver.infer.selectors import SELECTORS, Selection, Selector, SelectorError, build_selector, candidate_scores
@@ -108,7 +109,7 @@ def grade_rows(pool: Pool, rows: Sequence[dict[str, Any]], k: int | None = None)
     out = []
     for r in rows:
         unit = units[(r["problem_id"], int(r["seed"]))]
-        p = problems[r["problem_id"]]
+        p = grading_problem(problems[r["problem_id"]], labels.get(r["problem_id"]))  # G* from labels if hidden
         if int(r["index"]) >= 0:
             ok = candidate_correct(unit.texts[int(r["index"])], p)
         else:
@@ -138,11 +139,13 @@ def calver_audit(pool: Pool, tie: str, k: int | None = None, *, write: bool = Tr
     if tie not in ("best", "worst"):
         raise ValueError("calver_audit tie must be 'best' or 'worst'")
     problems = pool.problems()
+    labels = pool.labels()
     rows = []
     for v in make_views(pool, k):
         totals = [ts.total for ts in candidate_scores(v)]
         top = max(totals)
-        correct = {i: candidate_correct(v.texts[i], problems[v.problem_id]) for i, t in enumerate(totals) if t == top}
+        p = grading_problem(problems[v.problem_id], labels.get(v.problem_id))
+        correct = {i: candidate_correct(v.texts[i], p) for i, t in enumerate(totals) if t == top}
         idx = select_from_scores(totals, tie, correct=correct)
         rows.append({"problem_id": v.problem_id, "seed": v.seed, "index": idx, "scores": [float(t) for t in totals], "audit": True})
     if write:

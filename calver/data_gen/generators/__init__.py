@@ -29,7 +29,6 @@ from calver.data_gen.generators.families import (
     choose_class,
     task_variants,
 )
-from calver.data_gen.generators.fastclass import validity_class
 from calver.data_gen.names import node_names
 from calver.data_gen.prompts import problem_text
 from calver.verifier.problem import Problem
@@ -47,6 +46,14 @@ Generator = Callable[[int, GenConfig], "Problem | None"]
 def item_rng(task: str, seed: int, idx: int) -> random.Random:
     """The rng of item ``idx``: independent of every other item (str seeds hash via SHA-512)."""
     return random.Random(f"calver-gen/{task}/{seed}/{idx}")
+
+
+def validity_class(task: str, g: Any, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+    """The validity class of a normalized ``query`` on ``g``: the family's own enumeration
+    (``family.validity_class``; node-set families test each subset with their boolean
+    ``is_base_valid`` primitive, no feedback sentence built)."""
+    fam = get_family(task)
+    return fam.validity_class(g, query, limit=limit) if limit is not None else fam.validity_class(g, query)
 
 
 # ---- validity classes as JSON --------------------------------------------------------------

@@ -1,9 +1,12 @@
 """Evaluate selectors on one frozen pool: the full ``results`` dict behind ``calver eval``.
 
 Selectors: the pool's stored selections (``selections/<name>.jsonl``) plus the built-ins computed
-here from per-candidate facts (``first``, exact ``plurality``, ``calver``). A stored selection with
-a built-in's name wins; the built-in's agreement with it is recorded. Comparisons use only the
-units every requested selector covers. Correctness is the task predicate on the source graph.
+from per-candidate facts with the selectors package's rules (``first``, exact ``plurality``,
+``calver``); any other registry selector is run on the pool's firewall views through
+:func:`calver.infer.select.run_selector`. A stored selection with a built-in's name wins; the
+built-in's agreement with it is recorded. Comparisons use only the units every requested selector
+covers. Correctness is the task predicate on the source graph: the selected candidate's, or for
+index -1 (extract-then-solve) ``grade(problem, answer)`` on the answer the selector returned.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from calver.infer.evaluation.bootstrap import DECOMPOSITION_DRAWS, DEFAULT_CLUST
 from calver.infer.evaluation.metrics import (
     BUILTIN_SELECTORS,
     TIE_AUDIT,
+    as_pick,
     calibration,
     candidate_arrays,
     coverage,
@@ -27,7 +31,7 @@ from calver.infer.evaluation.metrics import (
     repair_decomposition,
     selected_correct,
 )
-from calver.infer.evaluation.scaling import K_GRID, k_curve, registry_prefix_indices, registry_selectors, usable_ks
+from calver.infer.evaluation.scaling import K_GRID, k_curve, registry_prefix_selections, registry_selectors, usable_ks
 from calver.infer.evaluation.table import UnitFacts, load_units
 from calver.infer.pool import Pool
 
@@ -35,34 +39,45 @@ TARGET = "calver"
 BASELINE = "plurality"
 
 
-def selector_indices(pool: Pool, units: Sequence[UnitFacts], names: Sequence[str] | None = None
-                     ) -> tuple[dict[str, dict[tuple[str, int], int]], dict[str, float]]:
-    """{selector: {unit: index}} for stored and built-in selectors, and built-in/stored agreement."""
+def selector_picks(pool: Pool, units: Sequence[UnitFacts], names: Sequence[str] | None = None
+                   ) -> tuple[dict[str, dict[tuple[str, int], Any]], dict[str, float]]:
+    """{selector: {unit: selection}} for stored, built-in and registry selectors, and built-in/stored
+    agreement. A selection is an index, a stored row or a :class:`~calver.infer.selectors.Selection`
+    (:func:`~calver.infer.evaluation.metrics.as_pick`), so an index -1 keeps its answer."""
     stored_names = pool.selection_names()
     wanted = list(names) if names else list(dict.fromkeys([*BUILTIN_SELECTORS, *stored_names]))
     for must in (TARGET, BASELINE):
         if must not in wanted:
             wanted.append(must)
-    out: dict[str, dict[tuple[str, int], int]] = {}
+    out: dict[str, dict[tuple[str, int], Any]] = {}
     agreement: dict[str, float] = {}
     for name in wanted:
         builtin = None
         if name in BUILTIN_SELECTORS:
             builtin = {u.key: int(BUILTIN_SELECTORS[name](u)) for u in units}
         if name in stored_names:
-            out[name] = {k: int(r["index"]) for k, r in pool.selection(name).items()}
+            out[name] = dict(pool.selection(name))
             if builtin is not None:
                 common = [k for k in builtin if k in out[name]]
-                agreement[name] = float(np.mean([builtin[k] == out[name][k] for k in common])) if common else float("nan")
+                agreement[name] = (float(np.mean([builtin[k] == as_pick(out[name][k])[0] for k in common]))
+                                   if common else float("nan"))
         elif builtin is not None:
             out[name] = builtin
         elif name in registry_selectors():
-            idx = registry_prefix_indices(pool, units, [name], [None])[name][None]
-            out[name] = {u.key: i for u, i in zip(units, idx)}
+            sels = registry_prefix_selections(pool, units, [name], [None])[name][None]
+            out[name] = {u.key: s for u, s in zip(units, sels)}
         else:
             raise KeyError(f"selector {name!r} is neither stored in {pool.root}/selections, built in "
                            f"({', '.join(BUILTIN_SELECTORS)}), nor in calver.infer.selectors.SELECTORS")
     return out, agreement
+
+
+def selector_indices(pool: Pool, units: Sequence[UnitFacts], names: Sequence[str] | None = None
+                     ) -> tuple[dict[str, dict[tuple[str, int], int]], dict[str, float]]:
+    """{selector: {unit: index}} (-1: an answer built outside the pool) and built-in/stored agreement;
+    :func:`selector_picks` keeps the answers that grading an index -1 needs."""
+    picks, agreement = selector_picks(pool, units, names)
+    return {n: {k: as_pick(s)[0] for k, s in p.items()} for n, p in picks.items()}, agreement
 
 
 def _outcomes(units, sel) -> dict[str, np.ndarray]:
@@ -71,7 +86,7 @@ def _outcomes(units, sel) -> dict[str, np.ndarray]:
 
 def evaluate_units(
     units: Sequence[UnitFacts],
-    indices: Mapping[str, Mapping[tuple[str, int], int]],
+    indices: Mapping[str, Mapping[tuple[str, int], Any]],
     *,
     draws: int = HEADLINE_DRAWS,
     decomp_draws: int = DECOMPOSITION_DRAWS,
@@ -80,7 +95,10 @@ def evaluate_units(
     target: str = TARGET,
     baseline: str = BASELINE,
 ) -> dict[str, Any]:
-    """Headline accuracy, paired gains, tie audit, repair decomposition, fragmentation, calibration."""
+    """Headline accuracy, paired gains, tie audit, repair decomposition, fragmentation, calibration.
+
+    ``indices``: {selector: {unit: selection}}, a selection being an index or, to grade an index -1
+    on its out-of-pool answer, a :class:`~calver.infer.selectors.Selection` or a stored row."""
     common = [u for u in units if all(u.key in idx for idx in indices.values())]
     if not common:
         raise ValueError("no unit is covered by every selector")
@@ -124,10 +142,17 @@ def evaluate_units(
     }
     s, c = candidate_arrays(common)
     res["calibration"] = calibration(s, c, threshold)
-    res["units"] = [{"problem_id": u.problem_id, "seed": u.seed, "source_id": u.source_id,
-                     "coverage": bool(cov[j]), "fragmented": bool(frag[j]),
-                     **{f"{n}_index": int(indices[n][u.key]) for n in indices},
-                     **{f"{n}_correct": bool(out[n][j]) for n in out}} for j, u in enumerate(common)]
+    res["units"] = []
+    for j, u in enumerate(common):
+        row = {"problem_id": u.problem_id, "seed": u.seed, "source_id": u.source_id,
+               "coverage": bool(cov[j]), "fragmented": bool(frag[j])}
+        for n in indices:
+            i, answer = as_pick(indices[n][u.key])
+            row[f"{n}_index"] = i
+            if i == -1:  # an answer built outside the pool (extract-then-solve)
+                row[f"{n}_answer"] = answer
+        row.update({f"{n}_correct": bool(out[n][j]) for n in out})
+        res["units"].append(row)
     return res
 
 
@@ -154,7 +179,7 @@ def evaluate(
     except Exception:  # noqa: BLE001 - a manifest-less pool still evaluates; recorded below
         manifest = {}
     units = load_units(pool)
-    indices, agreement = selector_indices(pool, units, selectors)
+    indices, agreement = selector_picks(pool, units, selectors)
     res = evaluate_units(units, indices, draws=draws, decomp_draws=decomp_draws, seed=seed, threshold=threshold)
     res["builtin_agreement_with_stored"] = agreement
     common_keys = {(r["problem_id"], r["seed"]) for r in res["units"]}
@@ -164,7 +189,7 @@ def evaluate(
         reg = registry_selectors()
         view_names = [n for n in indices if n in reg and n not in BUILTIN_SELECTORS]
         try:
-            view_idx = registry_prefix_indices(pool, common, view_names, kk)
+            view_idx = registry_prefix_selections(pool, common, view_names, kk)
         except Exception as e:  # noqa: BLE001 - a registry failure must not lose the built-in curves
             view_idx, res["k_scaling_registry_error"] = {}, f"{type(e).__name__}: {e}"
         res["k_scaling"] = k_curve(common, kk, text_selectors=text_selectors, view_indices=view_idx,

@@ -6,51 +6,41 @@ Everything here reads :class:`~calver.infer.evaluation.table.UnitFacts`; all num
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from calver.infer.evaluation.table import UnitFacts
-
-TIE_RULES = ("first", "best", "worst")
+from calver.infer.evaluation.table import UnitFacts, is_correct
+from calver.infer.selectors.base import Selection, earliest_max, plurality
+from calver.verifier import TIE_RULES, select_from_scores
 
 
 # ---- selectors computable from per-candidate facts -------------------------------------------------
+# Each rule is implemented once, in ``calver.infer.selectors``; these apply it to UnitFacts.
 def first_index(u: UnitFacts) -> int:
     return 0
 
 
 def plurality_index(keys: Sequence[Hashable | None]) -> int:
-    """Exact plurality over canonical answer keys; ties go to the answer whose first occurrence is
-    earliest; the returned index is that first occurrence. Unparsed answers (None) cast no vote; a
-    pool with no parsed answer returns index 0."""
-    counts = Counter(k for k in keys if k is not None)
-    if not counts:
-        return 0
-    best = max(counts.values())
-    for i, k in enumerate(keys):
-        if k is not None and counts[k] == best:
-            return i
-    return 0  # unreachable
+    """Exact plurality over canonical answer keys (:func:`calver.infer.selectors.plurality`): ties
+    go to the answer whose first occurrence is earliest; the returned index is that first
+    occurrence. Unparsed answers (None) cast no vote; a pool with no parsed answer returns index 0."""
+    return plurality(keys)[0]
 
 
 def calver_index(totals: Sequence[int], tie: str = "first", correct: Sequence[bool] | None = None) -> int:
-    """Earliest candidate with the maximum score (``first``, deployed). ``best``/``worst`` resolve
-    score ties by graded correctness: a tie-rule audit that reads labels, never a selector."""
+    """Earliest candidate with the maximum score (``first``, deployed: the CALVER selector's
+    :func:`~calver.infer.selectors.earliest_max`). ``best``/``worst`` resolve score ties by graded
+    correctness (:func:`calver.verifier.select_from_scores`): a tie-rule audit that reads labels,
+    never a selector."""
     if tie not in TIE_RULES:
         raise ValueError(f"tie must be one of {TIE_RULES}, got {tie!r}")
-    totals = np.asarray(totals)
-    tied = np.flatnonzero(totals == totals.max())
-    if tie == "first" or len(tied) == 1:
-        return int(tied[0])
+    totals = [int(t) for t in totals]
+    if tie == "first":
+        return earliest_max(totals)
     if correct is None:
         raise ValueError("tie rules best/worst need correctness")
-    want = tie == "best"
-    for i in tied:
-        if bool(correct[i]) == want:
-            return int(i)
-    return int(tied[0])
+    return int(select_from_scores(totals, tie, correct=[bool(c) for c in correct]))
 
 
 BUILTIN_SELECTORS = {
@@ -66,12 +56,31 @@ TIE_AUDIT = {
 
 
 # ---- unit-level outcomes ------------------------------------------------------------------------------
-def selected_correct(units: Sequence[UnitFacts], indices: Sequence[int]) -> np.ndarray:
-    """1.0 where the selected candidate of each unit is correct (an out-of-range index is wrong)."""
-    out = np.zeros(len(units))
-    for j, (u, i) in enumerate(zip(units, indices)):
-        out[j] = float(0 <= int(i) < u.k and bool(u.correct[int(i)]))
-    return out
+def as_pick(sel: Any) -> tuple[int, Any]:
+    """``(index, answer)`` of one selection given as an index, a :class:`Selection`, or a stored
+    selection row (``{"index": ..., "answer": ...}``); ``answer`` is None unless the index is -1."""
+    if isinstance(sel, Selection):
+        return int(sel.index), sel.answer
+    if isinstance(sel, Mapping):
+        return int(sel["index"]), sel.get("answer")
+    return int(sel), None
+
+
+def pick_correct(u: UnitFacts, sel: Any) -> bool:
+    """Whether one selection is correct: the selected candidate's correctness; for index -1 (an
+    answer built outside the pool, extract-then-solve) ``grade(problem, answer)`` on the source
+    graph. Any other out-of-range index, or -1 without an answer, is wrong."""
+    i, answer = as_pick(sel)
+    if i == -1:
+        gp = u.grading_problem if u.grading_problem is not None else u.problem
+        return answer is not None and gp is not None and is_correct(gp, answer)
+    return 0 <= i < u.k and bool(u.correct[i])
+
+
+def selected_correct(units: Sequence[UnitFacts], indices: Sequence[Any]) -> np.ndarray:
+    """1.0 where each unit's selection is correct (:func:`pick_correct`; a selection is an index,
+    a :class:`Selection` or a stored row, so index -1 is graded on the answer it carries)."""
+    return np.array([float(pick_correct(u, s)) for u, s in zip(units, indices)], dtype=float)
 
 
 def accuracy(outcomes: Sequence[float]) -> float:

@@ -1,10 +1,11 @@
 """K-prefix scaling: re-run selectors on the first k candidates of one frozen K=32 pool.
 
-Built-in selectors (first, exact plurality, CALVER under each tie rule) are recomputed from the
-per-candidate facts, which is exact because a candidate's score does not depend on its neighbours.
-Other selectors plug in either as ``select_fn(texts, problem) -> index`` (``text_selectors``) or as
-a registry function over firewall views (``calver.infer.selectors.SELECTORS[name](view)`` returning
-``(index, scores)``), re-run on every prefix through ``calver.infer.firewall.make_views``.
+Built-in selectors (first, exact plurality, CALVER) are recomputed from the per-candidate facts with
+the selectors package's own rules, which is exact because a candidate's score does not depend on
+its neighbours. Other selectors plug in either as ``select_fn(texts, problem) -> index``
+(``text_selectors``) or as registry selectors (``calver.infer.selectors.SELECTORS``), re-run on the
+firewall views of every prefix through :func:`calver.infer.select.run_selector` (which checks each
+view). A selection with index -1 (extract-then-solve) is graded on the answer it carries.
 """
 
 from __future__ import annotations
@@ -14,24 +15,17 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from calver.infer.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
-from calver.infer.evaluation.metrics import BUILTIN_SELECTORS, coverage, selected_correct
+from calver.infer.evaluation.metrics import BUILTIN_SELECTORS, as_pick, coverage, selected_correct
 from calver.infer.evaluation.table import UnitFacts
 
 K_GRID = (1, 2, 4, 8, 16, 32)
 UnitSelector = Callable[[UnitFacts], int]
-TextSelector = Callable[[Sequence[str], Any], int]
+TextSelector = Callable[[Sequence[str], Any], Any]  # -> index (or a Selection)
 
 
 def usable_ks(units: Sequence[UnitFacts], ks: Sequence[int] = K_GRID) -> list[int]:
     kmax = min((u.k for u in units), default=0)
     return [k for k in ks if k <= kmax]
-
-
-def _as_index(result: Any) -> int:
-    """Registry selectors return (index, scores) or (index, scores, answer); plain ints are accepted."""
-    if isinstance(result, (tuple, list)):
-        result = result[0]
-    return int(result)
 
 
 def k_curve(
@@ -48,8 +42,9 @@ def k_curve(
 ) -> dict[str, Any]:
     """Accuracy per selector and candidate coverage at each usable k, with the target-baseline gap.
 
-    ``view_indices``: precomputed prefix selections {name: {k: [index per unit]}} (from
-    :func:`registry_prefix_indices`), aligned with ``units``.
+    ``view_indices``: precomputed prefix selections {name: {k: [selection per unit]}} (indices or
+    :class:`~calver.infer.selectors.Selection` s, from :func:`registry_prefix_selections`), aligned
+    with ``units``; a selection with index -1 is graded on its ``answer``.
     """
     selectors = dict(BUILTIN_SELECTORS if selectors is None else selectors)
     text_selectors = dict(text_selectors or {})
@@ -68,7 +63,7 @@ def k_curve(
             if n in selectors:
                 idx = [selectors[n](u) for u in pre]
             elif n in text_selectors:
-                idx = [int(text_selectors[n](u.texts, u.problem)) for u in pre]
+                idx = [text_selectors[n](u.texts, u.problem) for u in pre]
             else:
                 idx = list(view_indices[n][k])
             outcome[n] = selected_correct(pre, idx)
@@ -103,20 +98,29 @@ def pool_views(pool, k: int | None = None, comparators: Sequence[str] | None = N
         return make_views(pool, k=k, comparators=())
 
 
-def registry_prefix_indices(pool, units: Sequence[UnitFacts], names: Sequence[str], ks: Sequence[int | None],
-                            comparators: Sequence[str] | None = None) -> dict[str, dict[int | None, list[int]]]:
-    """Re-run registry selectors on firewall views of every K-prefix (``None``: the full pool);
-    indices aligned with ``units``."""
+def registry_prefix_selections(pool, units: Sequence[UnitFacts], names: Sequence[str], ks: Sequence[int | None],
+                               comparators: Sequence[str] | None = None) -> dict[str, dict[int | None, list[Any]]]:
+    """Re-run registry selectors on the firewall views of every K-prefix (``None``: the full pool)
+    through :func:`calver.infer.select.run_selector`; :class:`Selection` s aligned with ``units``
+    (a unit without a view keeps index 0)."""
+    from calver.infer.select import run_selector
+
     reg = registry_selectors()
     names = [n for n in names if n in reg]
-    out: dict[str, dict[int | None, list[int]]] = {n: {} for n in names}
+    out: dict[str, dict[int | None, list[Any]]] = {n: {} for n in names}
     order = {u.key: i for i, u in enumerate(units)}
     for k in ks:
-        views = pool_views(pool, k, comparators)
+        views = [v for v in pool_views(pool, k, comparators) if v.unit in order]
         for n in names:
-            idx = [0] * len(units)
-            for v in views:
-                if v.unit in order:
-                    idx[order[v.unit]] = _as_index(reg[n](v))
-            out[n][k] = idx
+            sels: list[Any] = [0] * len(units)
+            for v, s in zip(views, run_selector(reg[n], views)):
+                sels[order[v.unit]] = s
+            out[n][k] = sels
     return out
+
+
+def registry_prefix_indices(pool, units: Sequence[UnitFacts], names: Sequence[str], ks: Sequence[int | None],
+                            comparators: Sequence[str] | None = None) -> dict[str, dict[int | None, list[int]]]:
+    """Indices of :func:`registry_prefix_selections` (-1: an answer built outside the pool)."""
+    sel = registry_prefix_selections(pool, units, names, ks, comparators)
+    return {n: {k: [as_pick(s)[0] for s in v] for k, v in per_k.items()} for n, per_k in sel.items()}

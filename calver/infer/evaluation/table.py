@@ -16,7 +16,8 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from calver.infer.pool import Pool
-from calver.verifier import Problem, get_family, grade, score
+from calver.infer.selectors.base import answer_key as _key_rule
+from calver.verifier import Problem, grade, score
 
 
 @dataclass
@@ -51,18 +52,9 @@ class UnitFacts:
 
 
 def answer_key(problem: Problem, answer: Any) -> Hashable | None:
-    """Canonical, hashable answer key used by exact plurality (None when the answer did not parse)."""
-    if answer is None:
-        return None
-    try:
-        key = get_family(problem.task).canonical_answer_key(answer)
-    except Exception:  # noqa: BLE001 - a family bug must not crash evaluation; fall back to repr
-        key = answer
-    try:
-        hash(key)
-    except TypeError:
-        key = repr(key)
-    return key
+    """Canonical, hashable answer key used by exact plurality: the selectors' rule
+    (:func:`calver.infer.selectors.answer_key`; None when the answer is unparsed)."""
+    return _key_rule(problem.task, answer)
 
 
 def grading_problem(problem: Problem, labels: dict[str, Any] | None) -> Problem:

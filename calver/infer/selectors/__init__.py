@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calver.infer.selectors.base import Selection, Selector, SelectorError, earliest_max
+from calver.infer.selectors.base import Selection, Selector, SelectorError, answer_key, earliest_max, plurality
 from calver.infer.selectors.neural import (
     ConfidenceSelector,
     JudgeSelector,
@@ -87,9 +87,11 @@ __all__ = [
     "Selector",
     "SelectorError",
     "StructureSelector",
+    "answer_key",
     "build_selector",
     "candidate_scores",
     "earliest_max",
     "load_prm",
+    "plurality",
     "structure_bits",
 ]

@@ -1,9 +1,22 @@
-"""Selector base class and the shared earliest-maximum rule."""
+"""Selector base class and the selection rules shared by every caller.
+
+The rules here are the single implementation of each selection rule over per-candidate facts:
+:func:`earliest_max` (CALVER and every scalar selector), :func:`plurality` (exact plurality) and
+:func:`answer_key` (the canonical answer a candidate votes with). Selectors apply them to a
+:class:`~calver.infer.firewall.SelectorView`; ``calver.infer.evaluation`` applies the same
+functions to the per-candidate facts of a frozen pool.
+
+Unparsed answers (one rule, used everywhere): a candidate whose ANSWER slot does not parse, or whose
+answer the task family cannot canonicalize (it raises, or gives an unhashable key), has answer key
+None. Such a candidate casts no vote and carries no answer mass; a pool with no parsed answer at
+all selects its first candidate.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Sequence
+from collections import Counter
+from typing import Any, Hashable, NamedTuple, Sequence
 
 from calver.infer.firewall import SelectorView
 
@@ -41,6 +54,34 @@ def earliest_max(scores: Sequence[float]) -> int:
         if s > best:
             best, best_i = s, i
     return best_i if best_i >= 0 else 0
+
+
+def answer_key(task: str, answer: Any) -> Hashable | None:
+    """The canonical, hashable key ``answer`` votes with (None: unparsed; see the module doc)."""
+    if answer is None:
+        return None
+    from calver.verifier import get_family
+
+    try:
+        key = get_family(task).canonical_answer_key(answer)
+        hash(key)
+    except Exception:  # noqa: BLE001 - unknown task, a family that cannot canonicalize: unparsed
+        return None
+    return key
+
+
+def plurality(keys: Sequence[Hashable | None]) -> tuple[int, tuple[float, ...]]:
+    """Exact plurality over canonical answer keys: ``(index, scores)``.
+
+    A candidate's score is its answer's vote count (0 for an unparsed answer, which casts no vote).
+    Ties go to the answer whose first occurrence is earliest; the index returned is that first
+    occurrence. With no parsed answer at all the first candidate (index 0) is returned.
+    """
+    counts = Counter(k for k in keys if k is not None)
+    scores = tuple(float(counts[k]) if k is not None else 0.0 for k in keys)
+    if not counts:
+        return 0, scores
+    return earliest_max(scores), scores  # the earliest candidate of a top answer = its first occurrence
 
 
 class Selector:

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from calver.infer.firewall import SelectorView
-from calver.infer.selectors.base import ScalarSelector, Selection, Selector, earliest_max
+from calver.infer.selectors.base import ScalarSelector, Selection, Selector, answer_key, earliest_max, plurality
 from calver.verifier import SLOTS, GraphError, Problem, ProblemError, TraceScore, get_family, score, split_slots
 from calver.verifier.contract import parse_call
 from calver.verifier.scoring import check_query
@@ -25,22 +25,8 @@ def candidate_scores(view: SelectorView) -> list[TraceScore]:
 
 
 def _answer_keys(view: SelectorView) -> list[Any]:
-    try:
-        fam = get_family(view.problem.task)
-    except KeyError:
-        return [None] * view.k
-    keys = []
-    for ts in candidate_scores(view):
-        if ts.answer is None:
-            keys.append(None)
-            continue
-        try:
-            k = fam.canonical_answer_key(ts.answer)
-            hash(k)
-        except (TypeError, ValueError):
-            k = None
-        keys.append(k)
-    return keys
+    task = view.problem.task
+    return [answer_key(task, ts.answer) for ts in candidate_scores(view)]
 
 
 def slot_parses(view: SelectorView) -> dict[str, Any]:
@@ -68,7 +54,8 @@ def graph_parses(view: SelectorView) -> dict[str, Any]:
 
 
 def answer_keys(view: SelectorView) -> list[Any]:
-    """Canonical answer key per candidate (None when the ANSWER slot does not parse)."""
+    """Canonical answer key per candidate (:func:`~calver.infer.selectors.base.answer_key`: None
+    when the answer is unparsed)."""
     return view.cached("answer_keys", _answer_keys)
 
 
@@ -81,21 +68,14 @@ class FirstSelector(Selector):
 
 
 class PluralitySelector(Selector):
-    """Exact plurality over canonical answers; ties -> the answer whose first occurrence is earliest.
-
-    Unparsed answers do not vote; with no parsed answer at all the first candidate is returned.
-    Score of a candidate = its answer's vote count.
-    """
+    """Exact plurality over canonical answers (:func:`~calver.infer.selectors.base.plurality`):
+    ties -> the answer whose first occurrence is earliest; unparsed answers do not vote; with no
+    parsed answer at all the first candidate is returned. Score = the answer's vote count."""
 
     name = "plurality"
 
     def select(self, view: SelectorView) -> Selection:
-        keys = answer_keys(view)
-        counts = Counter(k for k in keys if k is not None)
-        scores = tuple(float(counts[k]) if k is not None else 0.0 for k in keys)
-        if not counts:
-            return Selection(0, scores)
-        return Selection(earliest_max(scores), scores)  # first occurrence of the earliest-seen top answer
+        return Selection(*plurality(answer_keys(view)))
 
 
 def _as_set(key: Any) -> frozenset | None:

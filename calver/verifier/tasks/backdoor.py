@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.primitives import is_backdoor_set
 from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily
 from calver.verifier.tasks.paths import backdoor_paths
@@ -47,6 +48,9 @@ class BackdoorSet(NodeSetFamily):
         from calver.verifier.primitives import backdoor_violation
 
         return backdoor_violation(g, query["treatment"], query["outcome"], nodes)
+
+    def is_base_valid(self, g, query, nodes):
+        return is_backdoor_set(g, query["treatment"], query["outcome"], nodes)
 
     def witness_paths(self, g, query, nodes):
         return backdoor_paths(g, query["treatment"], query["outcome"], limit=3)

@@ -99,8 +99,17 @@ class NodeSetFamily(TaskFamily):
 
     # ---- to implement ----------------------------------------------------------------------
     def base_violation(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str | None:
-        """Why ``nodes`` is not a valid set (ignoring the variant), or None when valid."""
+        """Why ``nodes`` is not a valid set (ignoring the variant), or None when valid. Builds a
+        feedback sentence (e.g. an open path): used for the reason of a failed predicate only."""
         raise NotImplementedError
+
+    def is_base_valid(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> bool:
+        """Whether ``nodes`` is a valid set (ignoring the variant), without building a reason.
+
+        This is the hot path of :meth:`validity_class` and the minimal/maximal checks (one call per
+        subset); families override it with the boolean primitive. It must agree with
+        ``base_violation(...) is None``; the default derives it from there."""
+        return self.base_violation(g, query, frozenset(nodes)) is None
 
     def excluded(self, query: dict[str, Any]) -> frozenset[str]:
         """Nodes that can never be members (treatment, outcome ...)."""
@@ -129,9 +138,6 @@ class NodeSetFamily(TaskFamily):
     def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
         ex = self.excluded(query)
         return [n for n in g.nodes if n not in ex]
-
-    def is_base_valid(self, g, query, nodes) -> bool:
-        return self.base_violation(g, query, frozenset(nodes)) is None
 
     def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
         nodes = frozenset(obj)
@@ -175,9 +181,24 @@ class NodeSetFamily(TaskFamily):
         return None
 
     def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
-        from calver.verifier.primitives import enumerate_valid_sets, maximal_sets, minimal_sets
+        """Every valid set (``is_base_valid`` on each subset of :meth:`candidates`, ordered by size
+        then sorted names, as :func:`~calver.verifier.primitives.enumerate_valid_sets`), stopping
+        after ``limit`` hits, then the variant's minimal/maximal filter."""
+        from calver.verifier.primitives import maximal_sets, minimal_sets
 
-        valid = enumerate_valid_sets(g, self.candidates(g, query), lambda z: self.is_base_valid(g, query, z), limit=limit)
+        test = self.is_base_valid  # the hot loop of generation: bound once, no per-call adapter
+        pool = sorted(set(self.candidates(g, query)))
+        valid: list[frozenset[str]] = []
+        for r in range(len(pool) + 1):
+            for combo in combinations(pool, r):
+                z = frozenset(combo)
+                if test(g, query, z):
+                    valid.append(z)
+                    if limit is not None and len(valid) >= limit:
+                        break
+            else:
+                continue
+            break
         variant = query.get("variant", "any")
         if variant == "minimal":
             return minimal_sets(valid)

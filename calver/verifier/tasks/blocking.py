@@ -6,6 +6,7 @@ from typing import Any
 
 from calver.verifier.contract import format_path, format_set, parse_call
 from calver.verifier.graph import GraphClass
+from calver.verifier.primitives import blocks_path
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import Check, normalize_value, register
 from calver.verifier.tasks.base import NodeSetFamily
@@ -64,6 +65,12 @@ class BlockingSet(NodeSetFamily):
         if blocks_path(g, list(path), nodes, list(types) if types else None):
             return None
         return f"{format_set(nodes)} leaves the path {format_path(list(path), list(types) if types else None)} open"
+
+    def is_base_valid(self, g, query, nodes):
+        path, types = query["path"]
+        if path[0] in nodes or path[-1] in nodes:  # endpoints may not be conditioned on
+            return False
+        return blocks_path(g, path, nodes, types or None)
 
     def witness_paths(self, g, query, nodes):
         path, types = query["path"]

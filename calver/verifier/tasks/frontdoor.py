@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from calver.verifier.graph import GraphClass
+from calver.verifier.primitives import is_frontdoor_set
 from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily
 
@@ -36,6 +37,9 @@ class FrontdoorSet(NodeSetFamily):
         from calver.verifier.primitives import frontdoor_violation
 
         return frontdoor_violation(g, query["treatment"], query["outcome"], nodes)
+
+    def is_base_valid(self, g, query, nodes):
+        return is_frontdoor_set(g, query["treatment"], query["outcome"], nodes)
 
     def witness_paths(self, g, query, nodes):
         from calver.verifier.contract import format_path

@@ -6,6 +6,7 @@ from typing import Any
 
 from calver.verifier.contract import format_set
 from calver.verifier.graph import GraphClass
+from calver.verifier.primitives import is_separated
 from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily
 
@@ -62,6 +63,10 @@ class SeparationSet(NodeSetFamily):
                 break
         shown = " - ".join(path) if path else "a path"
         return f"{shown} is open given {format_set(nodes)}"
+
+    def is_base_valid(self, g, query, nodes):
+        x, y = query["x"], query["y"]
+        return x.isdisjoint(nodes) and y.isdisjoint(nodes) and is_separated(g, x, y, nodes)
 
     def witness_paths(self, g, query, nodes):
         from calver.verifier.tasks.paths import typed_paths

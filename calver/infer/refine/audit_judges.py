@@ -1,0 +1,385 @@
+"""Judge / PRM audit by deterministic corruption (``calver audit-judges``).
+
+From max-score (valid) traces, deterministic variants are made (pure string edits, no model):
+
+* ``clean`` -- the trace itself (control);
+* ``answer_swap`` -- ANSWER replaced by an object invalid on the verification graph
+  (:func:`calver.infer.evaluation.audits.swap_answer`);
+* ``consistent_swap`` -- STRATEGY, ANSWER and the DERIVATION's object argument all replaced by the same
+  invalid object, so the chain "supports" the wrong answer (decision families: ANSWER and a yes/no
+  RESULT flipped together);
+* ``strategy_only`` -- only STRATEGY replaced (the returned ANSWER stays valid);
+* ``edge_deletion`` -- one edge deleted from the GRAPH slot (the first edge, in sorted order, whose
+  deletion makes the returned answer invalid on the reduced graph; else the first edge);
+* ``truncation`` -- the DERIVATION slot cut in the middle (RESULT and ANSWER kept).
+
+Every variant is scored by the symbolic verifier (accept = score 6), optionally by a distilled PRM
+(accept = score >= threshold; the PRM predicts the 0-6 verifier total) and an LLM judge through the
+shared sampler (the ``judge`` selector's prompt; accept = score >= 0.5). Acceptance rates and deltas
+vs the clean control get clustered (source_id) bootstrap intervals. The verifier's expected verdict
+is known by construction (``expected_reject``), from the bit semantics of docs/trace-contract.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Sequence
+
+from calver.infer.evaluation.audits import replace_slot, slot_spans, swap_answer
+from calver.infer.evaluation.bootstrap import mean_ci, paired_diff_ci
+from calver.infer.evaluation.report import ci_text, jsonable
+from calver.infer.evaluation.table import grading_problem, is_correct
+from calver.infer.firewall import SelectorView, strip_problem
+from calver.infer.pool import Pool
+from calver.verifier import Problem, get_family, score, split_slots
+from calver.verifier.contract import parse_call
+
+VARIANTS = ("clean", "answer_swap", "consistent_swap", "strategy_only", "edge_deletion", "truncation")
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+def verification_object(trace: str, problem: Problem):
+    """What the trace is checked on: G* (or the family's formal object) in supplied mode, the trace's
+    own GRAPH/CONSTRAINTS slot in constructed mode."""
+    fam = get_family(problem.task)
+    if problem.mode == "supplied":
+        return fam.verification_object(problem) if hasattr(fam, "verification_object") else problem.graph
+    text = split_slots(trace).get("GRAPH")
+    if text is None:
+        return None
+    try:
+        return fam.parse_graph_slot(text, problem)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _is_valid(fam, g, query, problem: Problem, obj) -> bool:
+    try:
+        return bool(fam.predicate(g, query, obj).ok)
+    except NotImplementedError:  # decision families: the task's grade on the verification graph
+        on_g = dataclasses.replace(problem, graph=g, mode="supplied")
+        return bool(fam.grade(on_g, obj))
+
+
+def _candidate_texts(fam, g, current) -> list[str]:
+    """Object texts to try, in a fixed order, built only with the family's own formatter/parser."""
+    nodes = sorted(getattr(g, "nodes", ()) or ())
+    kind = fam.answer_type
+    if kind == "bool":
+        return ["no" if current is True else "yes", "no", "yes"]
+    if kind == "assignment" and isinstance(current, dict):
+        return [fam.format_object({**current, p: not v}) for p, v in sorted(current.items())]
+    if kind == "number":
+        base = float(current) if isinstance(current, (int, float)) else 0.0
+        return [str(base + d) for d in (1.0, -1.0, 10.0)]
+    texts = ["{}", "none"] + ["{" + n + "}" for n in nodes] + [n for n in nodes]
+    texts += [f"{a} -> {b}" for a, b in combinations(nodes, 2)] + ["{" + f"{a}, {b}" + "}" for a, b in combinations(nodes, 2)]
+    return texts + ["{" + ", ".join(nodes) + "}"]
+
+
+def invalid_object(trace: str, problem: Problem, seed: int = 0) -> str | None:
+    """Text of an object invalid on the verification graph, different from the trace's ANSWER: the
+    one :func:`swap_answer` picks when it can, else the first of a fixed search (parsed by the family)."""
+    try:
+        swapped = swap_answer(trace, problem, seed)
+    except Exception:  # noqa: BLE001 - audits.swap_answer does not cover every answer type
+        swapped = None
+    if swapped is not None:
+        return split_slots(swapped).get("ANSWER")
+    fam = get_family(problem.task)
+    g = verification_object(trace, problem)
+    if g is None:
+        return None
+    query = fam.normalize_query(problem)
+    current = score(trace, problem).answer
+    cur_key = fam.canonical_answer_key(current) if current is not None else None
+    for text in _candidate_texts(fam, g, current):
+        try:
+            obj = fam.parse_object(text)
+            if cur_key is not None and fam.canonical_answer_key(obj) == cur_key:
+                continue
+            if _is_valid(fam, g, query, problem, obj):
+                continue
+            return fam.format_object(obj)
+        except Exception:  # noqa: BLE001 - not an object of this family
+            continue
+    return None
+
+
+def _replace_derivation_arg(trace: str, key: str, value: str) -> str | None:
+    d = split_slots(trace).get("DERIVATION")
+    if d is None:
+        return None
+    try:
+        op, args = parse_call(d)
+    except ValueError:
+        return None
+    if key not in args:
+        return None
+    args[key] = value
+    return replace_slot(trace, "DERIVATION", f"{op}(" + ", ".join(f"{k}={v}" for k, v in args.items()) + ")")
+
+
+_FLIP = {"valid": "invalid", "invalid": "valid", "reachable": "unreachable", "unreachable": "reachable",
+         "yes": "no", "no": "yes", "true": "false", "false": "true", "consistent": "inconsistent",
+         "inconsistent": "consistent"}
+
+
+# ---- the corruptions ---------------------------------------------------------------------------------
+def consistent_swap(trace: str, problem: Problem, seed: int = 0) -> str | None:
+    fam = get_family(problem.task)
+    bad = invalid_object(trace, problem, seed)
+    if bad is None:
+        return None
+    out = replace_slot(trace, "ANSWER", bad)
+    if fam.answer_type == "bool":  # the decision and its RESULT flipped together
+        res = (split_slots(trace).get("RESULT") or "").strip().lower()
+        if res not in _FLIP:
+            return None
+        return replace_slot(out, "RESULT", _FLIP[res])
+    out = replace_slot(out, "STRATEGY", bad)
+    arg = getattr(fam, "object_arg", None)
+    if arg:
+        out = _replace_derivation_arg(out, arg, bad) or out
+    return out
+
+
+def strategy_only(trace: str, problem: Problem, seed: int = 0) -> str | None:
+    fam = get_family(problem.task)
+    cur = (split_slots(trace).get("STRATEGY") or "").strip()
+    if fam.answer_type in ("bool", "number"):  # STRATEGY is a witness / set, not the answer
+        g = verification_object(trace, problem)
+        nodes = sorted(getattr(g, "nodes", ()) or ())
+        options = ["none", "{}"] + ["{" + n + "}" for n in nodes]
+        try:
+            cur_key = repr(fam.parse_object(cur))
+        except Exception:  # noqa: BLE001
+            cur_key = cur
+        for o in options:
+            try:
+                key = repr(fam.parse_object(o))
+            except Exception:  # noqa: BLE001
+                continue
+            if key != cur_key:
+                return replace_slot(trace, "STRATEGY", o)
+        return None
+    bad = invalid_object(trace, problem, seed)
+    return None if bad is None else replace_slot(trace, "STRATEGY", bad)
+
+
+def edge_deletion(trace: str, problem: Problem) -> tuple[str, bool] | None:
+    """(variant, whether the deletion makes the returned answer invalid on the reduced graph)."""
+    fam = get_family(problem.task)
+    if fam.graph_label != "GRAPH" or "GRAPH" not in slot_spans(trace):
+        return None
+    text = split_slots(trace).get("GRAPH")
+    try:
+        g = fam.parse_graph_slot(text, problem)
+    except Exception:  # noqa: BLE001
+        return None
+    edges = [("d", e) for e in sorted(g.directed)] + [("b", e) for e in sorted(g.bidirected)]
+    if not edges:
+        return None
+    ans = score(trace, problem).answer
+    query = fam.normalize_query(problem)
+
+    def reduced(e):
+        kind, (a, b) = e
+        return g.with_edges(remove_directed=[(a, b)] if kind == "d" else (), remove_bidirected=[(a, b)] if kind == "b" else ())
+
+    chosen, flips = edges[0], False
+    if ans is not None:
+        for e in edges:
+            try:
+                if not _is_valid(fam, reduced(e), query, problem, ans):
+                    chosen, flips = e, True
+                    break
+            except Exception:  # noqa: BLE001
+                continue
+    return replace_slot(trace, "GRAPH", reduced(chosen).to_text()), flips
+
+
+def truncation(trace: str, problem: Problem) -> str | None:
+    d = split_slots(trace).get("DERIVATION")
+    if not d or len(d) < 4:
+        return None
+    return replace_slot(trace, "DERIVATION", d[: len(d) // 2].rstrip())
+
+
+def make_variants(trace: str, problem: Problem, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Variant name -> {"text", "expected_reject"} for one max-score trace (``problem`` label-free).
+
+    ``expected_reject`` is the verifier's verdict known by construction: True where a bit provably
+    fails, None where the corruption can be neutral (an edge deletion in constructed mode that keeps
+    the returned answer valid on the reduced graph)."""
+    out: dict[str, dict[str, Any]] = {"clean": {"text": trace, "expected_reject": False}}
+    for name, fn in (("answer_swap", swap_or_none), ("consistent_swap", consistent_swap), ("strategy_only", strategy_only)):
+        t = fn(trace, problem, seed)
+        if t is not None and t != trace:
+            out[name] = {"text": t, "expected_reject": True}
+    ed = edge_deletion(trace, problem)
+    if ed is not None:
+        out["edge_deletion"] = {"text": ed[0], "expected_reject": True if (problem.mode == "supplied" or ed[1]) else None}
+    t = truncation(trace, problem)
+    if t is not None:
+        out["truncation"] = {"text": t, "expected_reject": True}
+    return out
+
+
+def swap_or_none(trace: str, problem: Problem, seed: int = 0) -> str | None:
+    bad = invalid_object(trace, problem, seed)
+    return None if bad is None else replace_slot(trace, "ANSWER", bad)
+
+
+# ---- sources ---------------------------------------------------------------------------------------------
+def source_traces(pool: Pool, sources: Sequence[str] = ("pool", "canonical"), k: int | None = None) -> list[dict[str, Any]]:
+    """Max-score, correct traces: the pool's (first per unit) and/or each problem's canonical trace."""
+    problems, labels = pool.problems(), pool.labels()
+    stripped = {pid: strip_problem(p) for pid, p in problems.items()}
+    out = []
+    if "pool" in sources:
+        for u in pool.units(k):
+            sp, gp = stripped[u.problem_id], grading_problem(problems[u.problem_id], labels.get(u.problem_id))
+            for i, t in enumerate(u.texts):
+                ts = score(t, sp)
+                if ts.max_score and is_correct(gp, ts.answer):
+                    out.append({"problem_id": u.problem_id, "source_id": u.source_id, "origin": f"pool:{u.seed}:{i}", "text": t})
+                    break
+    if "canonical" in sources:
+        for pid, p in problems.items():
+            t = canonical_for(grading_problem(p, labels.get(pid)))
+            if t is not None and score(t, stripped[pid]).max_score:
+                out.append({"problem_id": pid, "source_id": p.source_id, "origin": "canonical", "text": t})
+    return out
+
+
+def canonical_for(problem: Problem) -> str | None:
+    try:
+        from calver.data_gen.generators import canonical_trace
+
+        return canonical_trace(problem)
+    except Exception:  # noqa: BLE001 - no validity class in meta: enumerate one member
+        pass
+    fam = get_family(problem.task)
+    try:
+        g = fam.verification_object(problem) if hasattr(fam, "verification_object") else problem.graph
+        members = fam.validity_class(g, fam.normalize_query(problem))
+        return fam.canonical_trace(problem, members[0]) if members else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+# ---- scorers ---------------------------------------------------------------------------------------------
+def _views(items, problems):
+    return [SelectorView(problem_id=it["problem_id"], seed=0, problem=problems[it["problem_id"]], texts=(), candidate_index=())
+            for it in items]
+
+
+def score_items(items: list[dict[str, Any]], problems: dict[str, Problem], *, prm=None, prm_threshold: float = 5.5,
+                judge_sampler=None, judge_threshold: float = 0.5) -> list[str]:
+    """Adds ``scores``/``accept`` per scorer to every item; returns the scorer names used."""
+    names = ["verifier"]
+    for it in items:
+        ts = score(it["text"], problems[it["problem_id"]])
+        it["scores"] = {"verifier": float(ts.total)}
+        it["bits"] = list(ts.bits)
+        it["accept"] = {"verifier": ts.max_score}
+    pairs = [(i, it["text"]) for i, it in enumerate(items)]
+    if prm is not None:
+        from calver.infer.selectors import PRMSelector
+
+        vals = PRMSelector(scorer=prm).score_pairs(_views(items, problems), pairs)
+        for it, s in zip(items, vals):
+            it["scores"]["prm"] = float(s)
+            it["accept"]["prm"] = bool(math.isfinite(s) and s >= prm_threshold)
+        names.append("prm")
+    if judge_sampler is not None:
+        from calver.infer.selectors import JudgeSelector
+
+        vals = JudgeSelector(sampler=judge_sampler).score_pairs(_views(items, problems), pairs)
+        for it, s in zip(items, vals):
+            it["scores"]["judge"] = float(s)
+            it["accept"]["judge"] = bool(not math.isnan(s) and s >= judge_threshold)
+        names.append("judge")
+    return names
+
+
+# ---- the run -----------------------------------------------------------------------------------------------
+def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_sampler=None, judge_threshold: float = 0.5,
+              sources: Sequence[str] = ("pool", "canonical"), seed: int = 0, draws: int = 2000,
+              out: str | Path | None = None, log=lambda m: None) -> dict[str, Any]:
+    pool = pool if isinstance(pool, Pool) else Pool(pool)
+    problems = {pid: strip_problem(p) for pid, p in pool.problems().items()}
+    srcs = source_traces(pool, sources)
+    items = []
+    for j, s in enumerate(srcs):
+        for name, v in make_variants(s["text"], problems[s["problem_id"]], seed).items():
+            items.append({**s, "trace_id": j, "variant": name, "text": v["text"], "expected_reject": v["expected_reject"]})
+    log(f"audit: {len(srcs)} source trace(s), {len(items)} variant(s)")
+    scorers = score_items(items, problems, prm=prm, prm_threshold=prm_threshold, judge_sampler=judge_sampler,
+                          judge_threshold=judge_threshold)
+    table = acceptance_table(items, scorers, draws=draws, seed=seed)
+    result = {"pool": str(pool.root), "sources": list(sources), "n_source_traces": len(srcs), "scorers": scorers,
+              "thresholds": {"verifier": 6, "prm": prm_threshold, "judge": judge_threshold}, "table": table,
+              "verifier_matches_expectation": verifier_matches(items)}
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "audit_judges.json").write_text(json.dumps(jsonable(result), indent=2, sort_keys=True))
+        with open(out / "audit_items.jsonl", "w", encoding="utf-8") as fh:
+            for it in items:
+                fh.write(json.dumps(jsonable(it), sort_keys=True) + "\n")
+        (out / "audit_judges.md").write_text(markdown(result))
+    result["items"] = items
+    return result
+
+
+def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, draws: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+    """One row per (scorer, variant): acceptance rate and its delta vs clean (paired by source trace)."""
+    clean = {it["trace_id"]: it for it in items if it["variant"] == "clean"}
+    rows = []
+    for sc in scorers:
+        for var in VARIANTS:
+            its = [it for it in items if it["variant"] == var and it["trace_id"] in clean]
+            if not its:
+                continue
+            acc = [float(it["accept"][sc]) for it in its]
+            cl = [float(clean[it["trace_id"]]["accept"][sc]) for it in its]
+            clusters = [it["source_id"] for it in its]
+            row = {"scorer": sc, "variant": var, "n": len(its), "acceptance": mean_ci(acc, clusters, draws=draws, seed=seed),
+                   "mean_score": sum(it["scores"][sc] for it in its) / len(its)}
+            if var != "clean":
+                row["delta_vs_clean"] = paired_diff_ci(acc, cl, clusters, draws=draws, seed=seed)
+            if sc == "verifier":
+                exp = [it["expected_reject"] for it in its]
+                row["expected_acceptance"] = (sum(1 for e in exp if e is False) / len(exp)) if all(e is not None for e in exp) else None
+            rows.append(row)
+    return rows
+
+
+def verifier_matches(items: list[dict[str, Any]]) -> bool:
+    """The verifier rejects every variant expected rejected and accepts every clean control."""
+    return all(it["accept"]["verifier"] != bool(it["expected_reject"]) for it in items if it["expected_reject"] is not None)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"# Judge / PRM audit by deterministic corruption ({result['n_source_traces']} max-score source traces)", "",
+             "| scorer | variant | n | acceptance % [95% CI] | Δ vs clean pp [95% CI] | expected (verifier) |",
+             "|---|---|---|---|---|---|"]
+    for r in result["table"]:
+        exp = r.get("expected_acceptance", "")
+        exp = "" if r["scorer"] != "verifier" else ("undetermined" if exp is None else f"{100 * exp:.0f}")
+        lines.append(f"| {r['scorer']} | {r['variant']} | {r['n']} | {ci_text(r['acceptance'])} | "
+                     f"{ci_text(r.get('delta_vs_clean'), signed=True) if 'delta_vs_clean' in r else '—'} | {exp} |")
+    lines += ["", f"Verifier matches its by-construction expectation: {result['verifier_matches_expectation']}. "
+              f"Accept rules: verifier = score 6; PRM = score >= {result['thresholds']['prm']}; "
+              f"judge = score >= {result['thresholds']['judge']}. Intervals: clustered bootstrap by source_id."]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["VARIANTS", "acceptance_table", "consistent_swap", "edge_deletion", "invalid_object", "make_variants",
+           "markdown", "run_audit", "score_items", "source_traces", "strategy_only", "truncation", "verifier_matches"]
