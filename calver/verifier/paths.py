@@ -329,12 +329,15 @@ def is_path(g: CausalGraph, nodes: Sequence[str], types: Sequence[str] | None = 
     return True
 
 
-def blocks_path(
-    g: CausalGraph, nodes: Sequence[str], zs: Nodes, types: Sequence[str] | None = None
-) -> bool:
-    """Whether ``zs`` blocks the path: some non-collider on it is in Z, or some collider has
-    neither itself nor a descendant in Z. A collider is a node where both adjacent edge ends are
-    arrowheads. Endpoints may not be in Z; the path must be simple with >= 2 nodes."""
+def path_blocking_masks(
+    g: CausalGraph, nodes: Sequence[str], types: Sequence[str] | None = None
+) -> tuple[int, int, tuple[int, ...]]:
+    """Validate a path once and return (endpoint mask, non-collider mask, collider closure masks).
+
+    Each collider's mask is the collider plus its descendants: Z leaves that collider open iff Z
+    meets the mask. ``blocks_path_masks`` then answers any Z in a few bit operations, which is
+    what enumerating the blocking sets of one path needs.
+    """
     types = path_edges(g, nodes, types)
     nodes = [nodes] if isinstance(nodes, str) else list(nodes)
     idx = [g.index(n) for n in nodes]
@@ -342,19 +345,32 @@ def blocks_path(
         raise GraphError("a path needs at least two nodes")
     if len(set(idx)) != len(idx):
         raise GraphError(f"not a simple path: {format_path(nodes, types)} repeats a node")
-    zm = node_mask(g, zs)
-    for end in (idx[0], idx[-1]):
-        if zm >> end & 1:
-            raise GraphError(f"path endpoint {g.nodes[end]} may not be in the conditioning set Z")
-    anz = None
+    non_colliders = 0
+    colliders = []
     for k in range(1, len(idx) - 1):
         v = idx[k]
-        collider = types[k - 1] in ("->", "<->") and types[k] in ("<-", "<->")
-        if collider:
-            if anz is None:
-                anz = ancestors_mask(g, zm, include_self=True)
-            if not anz >> v & 1:
-                return True
-        elif zm >> v & 1:
-            return True
-    return False
+        if types[k - 1] in ("->", "<->") and types[k] in ("<-", "<->"):
+            colliders.append(descendants_mask(g, 1 << v, include_self=True))
+        else:
+            non_colliders |= 1 << v
+    return (1 << idx[0]) | (1 << idx[-1]), non_colliders, tuple(colliders)
+
+
+def blocks_path_masks(masks: tuple[int, int, tuple[int, ...]], zm: int) -> bool:
+    """``blocks_path`` on precomputed :func:`path_blocking_masks` (endpoints must not be in Z)."""
+    _ends, non_colliders, colliders = masks
+    return bool(zm & non_colliders) or any(not (zm & c) for c in colliders)
+
+
+def blocks_path(
+    g: CausalGraph, nodes: Sequence[str], zs: Nodes, types: Sequence[str] | None = None
+) -> bool:
+    """Whether ``zs`` blocks the path: some non-collider on it is in Z, or some collider has
+    neither itself nor a descendant in Z. A collider is a node where both adjacent edge ends are
+    arrowheads. Endpoints may not be in Z; the path must be simple with >= 2 nodes."""
+    masks = path_blocking_masks(g, nodes, types)
+    zm = node_mask(g, zs)
+    if zm & masks[0]:
+        end = g.names(zm & masks[0])
+        raise GraphError(f"path endpoint {min(end)} may not be in the conditioning set Z")
+    return blocks_path_masks(masks, zm)

@@ -31,6 +31,9 @@ class BlockingSet(NodeSetFamily):
         "ANSWER": "the blocking set only",
     }
 
+    def __init__(self) -> None:
+        self._masks: dict = {}
+
     def normalize_query(self, problem):
         q = super().normalize_query(problem)
         nodes, types = q["path"]
@@ -67,10 +70,19 @@ class BlockingSet(NodeSetFamily):
         return f"{format_set(nodes)} leaves the path {format_path(list(path), list(types) if types else None)} open"
 
     def is_base_valid(self, g, query, nodes):
+        from calver.verifier.paths import blocks_path_masks, node_mask, path_blocking_masks
+
         path, types = query["path"]
         if path[0] in nodes or path[-1] in nodes:  # endpoints may not be conditioned on
             return False
-        return blocks_path(g, path, nodes, types or None)
+        # validity-class enumeration asks about one path for every subset: validate it once
+        key = (id(g), path, types)
+        hit = self._masks.get(key)
+        if hit is None or hit[0] is not g:
+            if len(self._masks) > 256:
+                self._masks.clear()
+            hit = self._masks[key] = (g, path_blocking_masks(g, path, types or None))
+        return blocks_path_masks(hit[1], node_mask(g, nodes))
 
     def witness_paths(self, g, query, nodes):
         path, types = query["path"]
