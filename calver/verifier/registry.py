@@ -183,6 +183,25 @@ class TaskFamily:
     def check_derivation(self, ctx: TraceContext) -> Check:
         raise NotImplementedError
 
+    def derivation_call(self, ctx: TraceContext, bound: tuple[str, ...]) -> tuple[dict[str, str] | None, Check]:
+        """Parse DERIVATION as ``operation(key=value, ...)``: the operation must be the family's and
+        each ``bound`` argument must equal the query's value. Returns (args, PASS) or (None, failure)."""
+        from calver.verifier.contract import parse_call
+
+        text = ctx.slots.get("DERIVATION")
+        if text is None:
+            return None, Check.fail(ctx.slots.problems["DERIVATION"])
+        op, args = parse_call(text)
+        if op.lower() != self.operation:
+            return None, Check.fail(f"DERIVATION operation is {op!r}, expected {self.operation!r}")
+        for key in bound:
+            if key not in args:
+                return None, Check.fail(f"DERIVATION lacks argument {key!r}")
+            kind = self.query_types[key]
+            if not values_equal(kind, normalize_value(kind, args[key]), ctx.query[key]):
+                return None, Check.fail(f"DERIVATION {key}={args[key]} is not bound to the query")
+        return args, PASS
+
     def check_result(self, ctx: TraceContext) -> Check:
         raise NotImplementedError
 
@@ -210,7 +229,7 @@ class TaskFamily:
 
 
 def normalize_value(kind: str, value: Any) -> Any:
-    from calver.verifier.parsers import parse_node_list, parse_node_set
+    from calver.verifier.parsers import parse_node_list
 
     if kind == "node":
         if not isinstance(value, str) or not value.strip():

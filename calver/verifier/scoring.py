@@ -223,7 +223,6 @@ def select_from_scores(totals: Sequence[int], tie: str = "first", *, traces=None
     if tie == "first" or len(tied) == 1:
         return tied[0]
     if correct is None:
-        family = get_family(problem.task)
         correct = {}
         for i in tied:
             sc = score(traces[i], problem)

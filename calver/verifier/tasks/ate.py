@@ -26,7 +26,7 @@ import re
 from itertools import combinations
 from typing import Any
 
-from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_call
+from calver.verifier.contract import assemble_trace, format_kv, format_set
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import PASS, Check, TaskFamily, TraceContext, normalize_value, register
@@ -206,17 +206,9 @@ class AteThreshold(TaskFamily):
         return Check.fail(why) if why else PASS
 
     def check_derivation(self, ctx: TraceContext) -> Check:
-        text = ctx.slots.get("DERIVATION")
-        if text is None:
-            return Check.fail(ctx.slots.problems["DERIVATION"])
-        op, args = parse_call(text)
-        if op.lower() != self.operation:
-            return Check.fail(f"DERIVATION operation is {op!r}, expected {self.operation!r}")
-        for key in ("treatment", "outcome"):
-            if key not in args:
-                return Check.fail(f"DERIVATION lacks argument {key!r}")
-            if normalize_value("node", args[key]) != ctx.query[key]:
-                return Check.fail(f"DERIVATION {key}={args[key]} is not bound to the query")
+        args, check = self.derivation_call(ctx, ("treatment", "outcome"))
+        if args is None:
+            return check
         if "adjustment" not in args:
             return Check.fail("DERIVATION lacks argument 'adjustment'")
         z = self._strategy_set(ctx)

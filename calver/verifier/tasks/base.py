@@ -14,16 +14,14 @@ from functools import lru_cache
 from itertools import combinations
 from typing import Any, ClassVar
 
-from calver.verifier.contract import format_kv, format_path, format_set, parse_call
+from calver.verifier.contract import format_kv, format_path, format_set
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.registry import (
     PASS,
     Check,
     TaskFamily,
     TraceContext,
-    normalize_value,
     parse_bool,
-    values_equal,
 )
 
 _MINMAX_LIMIT = 14
@@ -226,18 +224,9 @@ class NodeSetFamily(TaskFamily):
         return self._predicate_once(ctx, self.returned(ctx))
 
     def check_derivation(self, ctx: TraceContext) -> Check:
-        text = ctx.slots.get("DERIVATION")
-        if text is None:
-            return Check.fail(ctx.slots.problems["DERIVATION"])
-        op, args = parse_call(text)
-        if op.lower() != self.operation:
-            return Check.fail(f"DERIVATION operation is {op!r}, expected {self.operation!r}")
-        for key in self.bound_args:
-            if key not in args:
-                return Check.fail(f"DERIVATION lacks argument {key!r}")
-            kind = self.query_types[key]
-            if not values_equal(kind, normalize_value(kind, args[key]), ctx.query[key]):
-                return Check.fail(f"DERIVATION {key}={args[key]} is not bound to the query")
+        args, check = self.derivation_call(ctx, self.bound_args)
+        if args is None:
+            return check
         if self.object_arg not in args:
             return Check.fail(f"DERIVATION lacks argument {self.object_arg!r}")
         if ctx.strategy is None:

@@ -6,7 +6,6 @@ from typing import Any
 
 from calver.verifier.contract import format_path, format_set, parse_call
 from calver.verifier.graph import GraphClass
-from calver.verifier.primitives import blocks_path
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import Check, normalize_value, register
 from calver.verifier.tasks.base import NodeSetFamily

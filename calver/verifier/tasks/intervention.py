@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calver.verifier.contract import assemble_trace, format_kv, format_path, format_set, parse_call
+from calver.verifier.contract import assemble_trace, format_kv, format_path, format_set
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import (
@@ -13,7 +13,6 @@ from calver.verifier.registry import (
     Check,
     TaskFamily,
     TraceContext,
-    normalize_value,
     parse_bool,
     register,
 )
@@ -122,17 +121,9 @@ class InterventionReachability(TaskFamily):
         return check
 
     def check_derivation(self, ctx: TraceContext) -> Check:
-        text = ctx.slots.get("DERIVATION")
-        if text is None:
-            return Check.fail(ctx.slots.problems["DERIVATION"])
-        op, args = parse_call(text)
-        if op.lower() != self.operation:
-            return Check.fail(f"DERIVATION operation is {op!r}, expected {self.operation!r}")
-        for key in self.query_keys:
-            if key not in args:
-                return Check.fail(f"DERIVATION lacks argument {key!r}")
-            if normalize_value(self.query_types[key], args[key]) != ctx.query[key]:
-                return Check.fail(f"DERIVATION {key}={args[key]} is not bound to the query")
+        args, check = self.derivation_call(ctx, self.query_keys)
+        if args is None:
+            return check
         if "path" not in args:
             return Check.fail("DERIVATION lacks argument 'path'")
         path = self.parse_witness(args["path"])

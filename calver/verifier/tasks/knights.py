@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_call, parse_kv
+from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
 from calver.verifier.logic import (
     Formula,
     TruthTable,
@@ -196,18 +196,9 @@ class KnightsKnaves(TaskFamily):
         return PASS if ok else Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates the constraints")
 
     def check_derivation(self, ctx: TraceContext) -> Check:
-        from calver.verifier.registry import normalize_value
-
-        text = ctx.slots.get("DERIVATION")
-        if text is None:
-            return Check.fail(ctx.slots.problems["DERIVATION"])
-        op, args = parse_call(text)
-        if op.lower() != self.operation:
-            return Check.fail(f"DERIVATION operation is {op!r}, expected {self.operation!r}")
-        if "people" not in args:
-            return Check.fail("DERIVATION lacks argument 'people'")
-        if normalize_value("set", args["people"]) != ctx.query["people"]:
-            return Check.fail(f"DERIVATION people={args['people']} is not bound to the query")
+        args, check = self.derivation_call(ctx, ("people",))
+        if args is None:
+            return check
         if "assignments" in args:
             n = len(ctx.query["people"])
             if args["assignments"].strip() != str(2 ** n):
