@@ -1,0 +1,45 @@
+"""Configuration of ``calver train grpo``: calver's script arguments plus TRL's ``GRPOConfig`` and ``ModelConfig``.
+
+Reward options (calver): ``reward_variant`` = ``fraction`` (S/6, default) | ``strict`` (1 iff all six
+bits) | ``weighted`` (``reward_bit_weights``: six per-bit weights, GRAPH..ANSWER). TRL options passed
+straight through include ``num_generations``, ``generation_batch_size``, ``max_completion_length``,
+``temperature``, ``beta`` (> 0 keeps a frozen reference model: the adapter-disabled base under LoRA,
+a frozen copy under full fine-tuning), ``use_vllm`` + ``vllm_mode`` (``colocate`` | ``server``) for
+GPU runs, ``log_completions`` and ``report_to``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from calver.train.common import BaseScriptArguments
+
+
+@dataclass
+class GRPOScriptArguments(BaseScriptArguments):
+    """``calver train grpo`` data/mode/reward options.
+
+    Rows are prompt rows ``{"prompt": [system, user], "problem_json": ...}``; every column other than
+    ``prompt`` reaches the reward function as a kwarg.
+    """
+
+    reward_variant: str = field(default="fraction", metadata={"help": "fraction (S/6) | strict | weighted"})
+    reward_bit_weights: list[float] | None = field(
+        default=None, metadata={"help": "six per-bit weights (GRAPH..ANSWER) for reward_variant=weighted"})
+    problem_column: str = field(default="problem_json", metadata={"help": "dataset column holding Problem JSON"})
+    init_adapter: str | None = field(
+        default=None, metadata={"help": "an SFT LoRA adapter merged into the base before GRPO (LoRA mode only): "
+                                "the new adapter trains on top and the frozen reference is the SFT policy"})
+
+
+def config_types() -> tuple[type, ...]:
+    from trl import GRPOConfig, ModelConfig
+
+    return (GRPOScriptArguments, GRPOConfig, ModelConfig)
+
+
+def load_grpo_config(config=None, overrides=()):
+    """``(GRPOScriptArguments, GRPOConfig, ModelConfig)`` from a YAML recipe plus ``--field value`` overrides."""
+    from calver.train.common import parse_config
+
+    return parse_config(config_types(), config, overrides)

@@ -1,0 +1,276 @@
+"""``calver train prm``: a distilled process reward model that regresses the verifier's 0-6 score.
+
+Input: the problem's user text (``calver.infer.sample.user_text``, exactly what the infer ``prm``
+selector passes) rendered as a user turn with the chat template's generation prompt, then the
+candidate trace (left-truncated to ``max_length``). Label: ``score(trace, problem).total``.
+Model: ``AutoModelForSequenceClassification`` (num_labels=1, problem_type regression, pad token set)
+on a frozen base with a LoRA adapter of task type SEQ_CLS (PEFT trains and saves the ``score`` head
+with it). A transformers ``Trainer`` minimizes MSE, reports validation RMSE (and the RMSE of
+predicting the training mean) every epoch and keeps the best checkpoint.
+
+Output dir: the adapter (+ head), the tokenizer, ``calver_prm.json`` (base model, input format) and
+``calver_train_summary.json``. :func:`load_prm` / :class:`PRMScorer` load it for inference:
+``PRMScorer(path).score(problem_text, trace) -> float`` (on the 0-6 scale).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from calver.train.common import (
+    ConfigError,
+    check_precision,
+    load_tokenizer,
+    model_init_kwargs,
+    peft_config,
+    quantization_config,
+    resolve_mode,
+    step_timer,
+    trainable_parameter_count,
+    write_summary,
+)
+from calver.train.sft import TrainRun
+
+PRM_META_FILE = "calver_prm.json"
+INPUT_FORMAT = "calver-prm/user-turn+trace/1"
+
+
+# ---- examples -----------------------------------------------------------------------------------
+def prm_examples(pool_paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """One example per pool candidate: ``problem_id``, ``problem_text``, ``trace``, ``label`` (0-6)."""
+    from calver.infer.pool import Pool
+    from calver.infer.sample import user_text
+    from calver.verifier import score
+
+    out: list[dict[str, Any]] = []
+    for root in pool_paths:
+        pool = Pool(root)
+        problems = pool.problems()
+        texts: dict[str, str] = {}
+        for row in pool.candidate_rows():
+            pid = row["problem_id"]
+            prob = problems.get(pid)
+            if prob is None:
+                raise ConfigError(f"pool {root}: candidate of unknown problem {pid!r}")
+            if pid not in texts:
+                texts[pid] = user_text(prob)
+            trace = row.get("text") or ""
+            out.append({"problem_id": f"{root}::{pid}", "problem_text": texts[pid], "trace": trace,
+                        "label": float(score(trace, prob).total)})
+    if not out:
+        raise ConfigError(f"no candidates in pool(s) {list(map(str, pool_paths))}")
+    return out
+
+
+def split_by_problem(examples: list[dict[str, Any]], eval_fraction: float, seed: int):
+    """(train, eval): whole problems are held out, so no problem is seen on both sides."""
+    if not 0.0 < eval_fraction < 1.0:
+        raise ConfigError(f"field 'eval_fraction' must be in (0, 1), got {eval_fraction}")
+    pids = sorted({e["problem_id"] for e in examples})
+    if len(pids) < 2:
+        raise ConfigError("the PRM needs candidates of at least 2 problems to hold one out")
+    random.Random(seed).shuffle(pids)
+    n_eval = min(len(pids) - 1, max(1, round(eval_fraction * len(pids))))
+    held = set(pids[:n_eval])
+    return [e for e in examples if e["problem_id"] not in held], [e for e in examples if e["problem_id"] in held]
+
+
+def prm_text(tokenizer, problem_text: str | None, trace: str) -> str:
+    """The PRM input string: a user turn + generation prompt (chat template when there is one), then the trace."""
+    if problem_text is None:
+        return trace
+    if getattr(tokenizer, "chat_template", None):
+        head = tokenizer.apply_chat_template([{"role": "user", "content": problem_text}], tokenize=False,
+                                             add_generation_prompt=True)
+        return head + trace
+    return f"{problem_text}\n\n{trace}"
+
+
+def _tokenize(tokenizer, examples: list[dict[str, Any]], max_length: int):
+    from datasets import Dataset
+
+    texts = [prm_text(tokenizer, e["problem_text"], e["trace"]) for e in examples]
+    enc = tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=False)
+    return Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+                              "labels": [float(e["label"]) for e in examples]})
+
+
+def regression_metrics(train_mean: float):
+    """``compute_metrics`` for the Trainer: RMSE, MAE, and the RMSE of always predicting ``train_mean``."""
+    import numpy as np
+
+    def compute(eval_pred) -> dict[str, float]:
+        preds, labels = eval_pred
+        preds = np.asarray(preds, dtype=np.float64).reshape(-1)
+        labels = np.asarray(labels, dtype=np.float64).reshape(-1)
+        return {"rmse": float(np.sqrt(np.mean((preds - labels) ** 2))),
+                "mae": float(np.mean(np.abs(preds - labels))),
+                "rmse_mean_baseline": float(np.sqrt(np.mean((train_mean - labels) ** 2)))}
+
+    return compute
+
+
+# ---- model --------------------------------------------------------------------------------------
+def _load_seq_cls(path: str, tokenizer, **kw):
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, problem_type="regression", **kw)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.config.problem_type = "regression"
+    return model
+
+
+def build_prm_trainer(script_args, training_args, model_args, callbacks: Sequence[Any] = ()):
+    """(Trainer, mode, info) for the distilled PRM; ``info`` holds split sizes and the mean baseline."""
+    from peft import get_peft_model, prepare_model_for_kbit_training
+    from transformers import DataCollatorWithPadding, Trainer
+
+    if not script_args.pool_paths:
+        raise ConfigError("field 'pool_paths' must list at least one candidate pool directory")
+    if not model_args.model_name_or_path:
+        raise ConfigError("field 'model_name_or_path' is required (the PRM base, e.g. Qwen/Qwen2.5-0.5B-Instruct)")
+    mode = resolve_mode(script_args, model_args)
+    check_precision(training_args)
+    base = model_args.model_name_or_path
+    examples = prm_examples(script_args.pool_paths)
+    train_ex, eval_ex = split_by_problem(examples, script_args.eval_fraction, script_args.split_seed)
+    if script_args.max_examples is not None:
+        train_ex = train_ex[: script_args.max_examples]
+    tok = load_tokenizer(base, script_args.trust_remote_code, model_args.model_revision)
+    tok.truncation_side = "left"  # keep the trace's end, where RESULT/ANSWER sit
+    kw = model_init_kwargs(model_args, script_args)
+    q = quantization_config(model_args)
+    if q is not None:
+        kw["quantization_config"] = q
+    model = _load_seq_cls(base, tok, **kw)
+    if mode != "full":
+        if q is not None:
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=training_args.gradient_checkpointing)
+        model = get_peft_model(model, peft_config(model_args, task_type="SEQ_CLS"))
+    train_mean = sum(e["label"] for e in train_ex) / len(train_ex)
+    training_args.metric_for_best_model = training_args.metric_for_best_model or "rmse"
+    if training_args.metric_for_best_model in ("rmse", "eval_rmse", "mae", "eval_mae"):
+        training_args.greater_is_better = False
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=_tokenize(tok, train_ex, script_args.max_length),
+        eval_dataset=_tokenize(tok, eval_ex, script_args.max_length),
+        processing_class=tok,
+        data_collator=DataCollatorWithPadding(tok),
+        compute_metrics=regression_metrics(train_mean),
+        callbacks=list(callbacks),
+    )
+    info = {"train_examples": len(train_ex), "eval_examples": len(eval_ex), "train_label_mean": train_mean,
+            "eval_problems": len({e["problem_id"] for e in eval_ex}),
+            "label_histogram": {str(k): sum(1 for e in examples if e["label"] == k) for k in range(7)}}
+    return trainer, mode, info
+
+
+def run_prm(script_args, training_args, model_args) -> TrainRun:
+    timer = step_timer()
+    trainer, mode, info = build_prm_trainer(script_args, training_args, model_args, callbacks=[timer])
+    trainable, total = trainable_parameter_count(trainer.model)
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    final = trainer.evaluate()  # the kept (best) checkpoint when load_best_model_at_end
+    out = Path(training_args.output_dir)
+    trainer.save_model(str(out))
+    history = [{"epoch": h.get("epoch"), "eval_rmse": h["eval_rmse"], "eval_mae": h.get("eval_mae")}
+               for h in timer.log_history if "eval_rmse" in h]
+    summary = {
+        "trainer": "prm",
+        "mode": mode,
+        "model": model_args.model_name_or_path,
+        "output_dir": str(out),
+        "trainable_params": trainable,
+        "total_params": total,
+        **info,
+        "eval_rmse_per_epoch": history[:-1] if history and len(history) > 1 else history,
+        "best_eval_rmse": final.get("eval_rmse"),
+        "eval_rmse_mean_baseline": final.get("eval_rmse_mean_baseline"),
+        "best_checkpoint": trainer.state.best_model_checkpoint,
+        **timer.summary(),
+    }
+    if trainer.accelerator.is_main_process:
+        (out / PRM_META_FILE).write_text(json.dumps({
+            "base_model": str(Path(model_args.model_name_or_path).resolve())
+            if Path(model_args.model_name_or_path).exists() else model_args.model_name_or_path,
+            "mode": mode, "input_format": INPUT_FORMAT, "max_length": script_args.max_length,
+            "label_range": [0, 6], "trust_remote_code": script_args.trust_remote_code,
+        }, indent=2))
+        write_summary(out, summary)
+    return TrainRun(trainer, summary)
+
+
+# ---- inference ----------------------------------------------------------------------------------
+class PRMScorer:
+    """A trained distilled PRM: ``score(problem_text, trace) -> float`` (predicted verifier total, 0-6 scale)."""
+
+    def __init__(self, path: str | Path, *, base_model: str | None = None, device: str | None = None,
+                 batch_size: int = 8, max_length: int | None = None) -> None:
+        import torch
+
+        self.path = Path(path)
+        meta_path = self.path / PRM_META_FILE
+        if not meta_path.exists():
+            raise FileNotFoundError(f"{self.path} has no {PRM_META_FILE}: not a PRM written by `calver train prm`")
+        self.meta = json.loads(meta_path.read_text())
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        trust = bool(self.meta.get("trust_remote_code", False))
+        self.tok = load_tokenizer(str(self.path), trust)
+        self.tok.truncation_side = "left"
+        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        if self.meta.get("mode") == "full":
+            model = _load_seq_cls(str(self.path), self.tok, dtype=dtype, trust_remote_code=trust)
+        else:
+            from peft import PeftModel
+
+            base = base_model or self.meta["base_model"]
+            model = _load_seq_cls(base, self.tok, dtype=dtype, trust_remote_code=trust)
+            model = PeftModel.from_pretrained(model, str(self.path)).merge_and_unload()
+        self.model = model.to(self.device).eval()
+        self.max_length = int(max_length or self.meta.get("max_length", 2048))
+        self.batch_size = batch_size
+
+    def score_many(self, pairs: Sequence[tuple[str | None, str]]) -> list[float]:
+        import torch
+
+        texts = [prm_text(self.tok, p, t) for p, t in pairs]
+        out: list[float] = []
+        for i in range(0, len(texts), self.batch_size):
+            enc = self.tok(texts[i : i + self.batch_size], return_tensors="pt", padding=True, truncation=True,
+                           max_length=self.max_length, add_special_tokens=False).to(self.device)
+            with torch.inference_mode():
+                logits = self.model(**enc).logits.float()
+            out += [float(x) for x in logits[:, 0].tolist()]
+        return [x if math.isfinite(x) else float("-inf") for x in out]
+
+    def score(self, problem_text: str, trace: str) -> float:
+        return self.score_many([(problem_text, trace)])[0]
+
+
+def load_prm(path: str | Path, **kwargs: Any) -> PRMScorer:
+    """What ``calver.infer.selectors.neural.load_prm`` calls: a :class:`PRMScorer` for ``path``."""
+    return PRMScorer(path, **kwargs)
+
+
+def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:
+    """Entry point for ``accelerate launch -m calver.train.prm --config FILE [--field value ...]``."""
+    import sys
+
+    from calver.train.prm_config import load_prm_config
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if config is None and "--config" in args:
+        i = args.index("--config")
+        config = args[i + 1]
+        del args[i : i + 2]
+    return run_prm(*load_prm_config(config, args))
+
+
+if __name__ == "__main__":
+    main()

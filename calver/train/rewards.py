@@ -1,0 +1,177 @@
+"""The verifier as a TRL reward function.
+
+``VerifierReward`` follows TRL 1.x's custom reward signature: ``reward(prompts, completions, **kwargs)``
+where the dataset's columns arrive as kwargs (here ``problem_json``: one ``Problem.to_dict()`` JSON
+string per completion) together with TRL's ``trainer_state``, ``log_metric`` and ``log_extra``.
+
+- ``variant="fraction"`` (default): S/6, the fraction of the six verifier bits that pass.
+- ``variant="strict"``: 1.0 only when all six bits pass, else 0.0.
+- ``variant="weighted"``: sum(w_i * b_i) / sum(w_i) with per-bit ``weights`` (GRAPH..ANSWER order).
+
+A completion that cannot be scored (no / malformed problem, unregistered task, unreadable
+completion, a scorer crash) gets ``None``: TRL then excludes it from the group baseline and gives it
+zero advantage. Such items are counted (``unscorable`` / ``unscorable_reasons``) and logged as
+``verifier/unscorable``; they are never silently scored 0. Per-bit pass rates are logged each call as
+``verifier/<slot>`` through ``log_metric`` (TRL averages them per logging step).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from calver.verifier import SLOTS, Problem, ProblemError, get_family, score
+
+logger = logging.getLogger(__name__)
+
+VARIANTS = ("fraction", "strict", "weighted")
+_CACHE_LIMIT = 50_000
+
+
+def completion_text(completion: Any) -> str | None:
+    """The text of a TRL completion: a string, or (conversational) a list of message dicts whose
+    assistant contents are joined; content given as blocks contributes its ``text`` parts."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, dict):
+        completion = [completion]
+    if not isinstance(completion, (list, tuple)):
+        return None
+    parts: list[str] = []
+    for msg in completion:
+        if not isinstance(msg, dict):
+            return None
+        if msg.get("role", "assistant") != "assistant":
+            continue
+        content = msg.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type", "text") == "text"]
+        elif content is not None:
+            return None
+    return "\n".join(parts)
+
+
+class VerifierReward:
+    """Callable TRL reward function backed by :func:`calver.verifier.score`."""
+
+    def __init__(self, variant: str = "fraction", weights: Sequence[float] | None = None,
+                 problem_column: str = "problem_json", name: str | None = None) -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"reward variant must be one of {VARIANTS}, got {variant!r}")
+        if variant == "weighted":
+            if weights is None or len(weights) != len(SLOTS):
+                raise ValueError(f"the weighted reward needs {len(SLOTS)} per-bit weights ({', '.join(SLOTS)}), "
+                                 f"got {weights!r}")
+            if any(w < 0 for w in weights) or sum(weights) <= 0:
+                raise ValueError(f"per-bit weights must be >= 0 with a positive sum, got {list(weights)}")
+        elif weights is not None:
+            raise ValueError(f"per-bit weights apply only to variant 'weighted' (variant is {variant!r})")
+        self.variant = variant
+        self.weights = [float(w) for w in weights] if weights is not None else None
+        self.problem_column = problem_column
+        self.__name__ = name or ("verifier" if variant == "fraction" else f"verifier_{variant}")
+        self._problems: dict[str, Problem | str] = {}  # JSON -> Problem, or the reason it is unusable
+        self.calls = 0
+        self.scored = 0
+        self.unscorable = 0
+        self.unscorable_reasons: Counter[str] = Counter()
+        self.bit_totals = [0] * len(SLOTS)
+        self.last_metrics: dict[str, float] = {}
+
+    # ---- problems ---------------------------------------------------------------------------
+    def problem(self, raw: Any) -> Problem | str:
+        """The Problem for a ``problem_json`` cell (cached by its string), or why there is none."""
+        if raw is None:
+            return f"no {self.problem_column}"
+        if isinstance(raw, dict):
+            key = json.dumps(raw, sort_keys=True)
+        elif isinstance(raw, str):
+            key = raw
+        else:
+            return f"{self.problem_column} is a {type(raw).__name__}, not JSON text"
+        hit = self._problems.get(key)
+        if hit is not None:
+            return hit
+        try:
+            data = raw if isinstance(raw, dict) else json.loads(raw)
+            prob: Problem | str = Problem.from_dict(data)
+            get_family(prob.task)
+        except json.JSONDecodeError as e:
+            prob = f"{self.problem_column} is not JSON: {e.msg}"
+        except ProblemError as e:
+            prob = f"malformed problem: {e}"
+        except KeyError as e:
+            prob = f"unregistered task: {e.args[0] if e.args else e}"
+        if len(self._problems) >= _CACHE_LIMIT:
+            self._problems.clear()
+        self._problems[key] = prob
+        return prob
+
+    def reward_from_bits(self, bits: Sequence[int]) -> float:
+        if self.variant == "strict":
+            return 1.0 if all(bits) else 0.0
+        if self.variant == "weighted":
+            assert self.weights is not None
+            return sum(w * b for w, b in zip(self.weights, bits)) / sum(self.weights)
+        return sum(bits) / len(SLOTS)
+
+    # ---- the TRL entry point ------------------------------------------------------------------
+    def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), *,
+                 log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
+        column = kwargs.get(self.problem_column)
+        n = len(completions)
+        if column is None:
+            column = [None] * n
+        elif len(column) != n:
+            raise ValueError(f"got {len(column)} {self.problem_column} values for {n} completions")
+        self.calls += 1
+        rewards: list[float | None] = []
+        bit_sums = [0] * len(SLOTS)
+        n_scored = n_bad = n_max = 0
+        for comp, raw in zip(completions, column):
+            prob = self.problem(raw)
+            text = completion_text(comp)
+            reason = prob if isinstance(prob, str) else (None if text is not None else "unreadable completion")
+            if reason is None:
+                try:
+                    ts = score(text, prob)
+                except Exception as e:  # score fails closed on traces; anything else is a bug to surface
+                    reason = f"scorer error: {type(e).__name__}: {e}"
+            if reason is not None:
+                rewards.append(None)
+                n_bad += 1
+                self.unscorable_reasons[reason] += 1
+                continue
+            rewards.append(self.reward_from_bits(ts.bits))
+            n_scored += 1
+            n_max += int(all(ts.bits))
+            for i, b in enumerate(ts.bits):
+                bit_sums[i] += b
+        self.scored += n_scored
+        self.unscorable += n_bad
+        for i in range(len(SLOTS)):
+            self.bit_totals[i] += bit_sums[i]
+        if n_bad:
+            logger.warning("verifier reward: %d of %d completions unscorable (%s)", n_bad, n,
+                           "; ".join(f"{r} x{c}" for r, c in self.unscorable_reasons.most_common(3)))
+        metrics = {"verifier/unscorable": float(n_bad)}
+        if n_scored:
+            metrics.update({f"verifier/{s.lower()}": bit_sums[i] / n_scored for i, s in enumerate(SLOTS)})
+            metrics["verifier/total"] = sum(bit_sums) / n_scored
+            metrics["verifier/max_score_rate"] = n_max / n_scored
+        self.last_metrics = metrics
+        if log_metric is not None:
+            for k, v in metrics.items():
+                log_metric(k, v)
+        return rewards
+
+    def stats(self) -> dict[str, Any]:
+        """Totals since construction: scored/unscorable counts, reasons, per-bit pass rates."""
+        rates = {s.lower(): (self.bit_totals[i] / self.scored if self.scored else None) for i, s in enumerate(SLOTS)}
+        return {"reward": self.__name__, "variant": self.variant, "weights": self.weights, "calls": self.calls,
+                "scored": self.scored, "unscorable": self.unscorable,
+                "unscorable_reasons": dict(self.unscorable_reasons), "bit_pass_rates": rates}

@@ -1,0 +1,108 @@
+"""``calver train sft``: TRL ``SFTTrainer`` on six-slot chat rows, loss on the assistant turn only.
+
+LoRA (``use_peft``), QLoRA (``qlora``: NF4 base, double quant, bf16 compute) or explicit full
+fine-tuning (``full_finetune``, meant for the tiny from-scratch demo model). The adapter (or the full
+model) and the tokenizer are saved to ``output_dir`` with ``calver_train_summary.json`` (mode,
+trainable parameters, per-step wall times, last logged loss).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from calver.train.common import (
+    build_dataset,
+    check_precision,
+    model_init_kwargs,
+    load_tokenizer,
+    peft_config,
+    quantization_config,
+    require_model_path,
+    resolve_mode,
+    step_timer,
+    trainable_parameter_count,
+    write_summary,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainRun:
+    """What a trainer entry point returns: the TRL trainer (for inspection) and the written summary."""
+
+    trainer: Any
+    summary: dict[str, Any]
+
+
+def build_sft_trainer(script_args, training_args, model_args, callbacks: Sequence[Any] = ()):
+    """The configured ``SFTTrainer`` (not yet trained) and the fine-tuning mode name."""
+    from trl import SFTTrainer
+
+    mode = resolve_mode(script_args, model_args)
+    check_precision(training_args)
+    path = require_model_path(model_args)
+    if not training_args.assistant_only_loss and not training_args.completion_only_loss:
+        logger.warning("assistant_only_loss is false: the loss also covers the system and user turns")
+    train = build_dataset(script_args, "sft", script_args.dataset_path)
+    evald = build_dataset(script_args, "sft", script_args.eval_dataset_path) if script_args.eval_dataset_path else None
+    training_args.model_init_kwargs = model_init_kwargs(model_args, training_args)
+    tok = load_tokenizer(path, training_args.model_init_kwargs["trust_remote_code"], model_args.model_revision)
+    trainer = SFTTrainer(
+        model=path,
+        args=training_args,
+        train_dataset=train,
+        eval_dataset=evald,
+        processing_class=tok,
+        quantization_config=quantization_config(model_args),
+        peft_config=peft_config(model_args) if mode != "full" else None,
+        callbacks=list(callbacks),
+    )
+    return trainer, mode
+
+
+def run_sft(script_args, training_args, model_args) -> TrainRun:
+    """Train, save the adapter/model + tokenizer to ``output_dir``, and write the run summary."""
+    timer = step_timer()
+    trainer, mode = build_sft_trainer(script_args, training_args, model_args, callbacks=[timer])
+    trainable, total = trainable_parameter_count(trainer.model)
+    result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    losses = [h["loss"] for h in timer.log_history if "loss" in h]
+    summary = {
+        "trainer": "sft",
+        "mode": mode,
+        "model": model_args.model_name_or_path,
+        "output_dir": training_args.output_dir,
+        "trainable_params": trainable,
+        "total_params": total,
+        "train_loss": result.training_loss,
+        "last_logged_loss": losses[-1] if losses else None,
+        "train_rows": len(trainer.train_dataset),
+        **timer.summary(),
+    }
+    if trainer.accelerator.is_main_process:
+        write_summary(training_args.output_dir, summary)
+    if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers (wandb) and the process group
+        trainer.end()
+    return TrainRun(trainer, summary)
+
+
+def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:
+    """Entry point for ``accelerate launch -m calver.train.sft --config FILE [--field value ...]``."""
+    import sys
+
+    from calver.train.sft_config import load_sft_config
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if config is None and "--config" in args:
+        i = args.index("--config")
+        config = args[i + 1]
+        del args[i : i + 2]
+    return run_sft(*load_sft_config(config, args))
+
+
+if __name__ == "__main__":
+    main()

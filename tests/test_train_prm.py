@@ -1,0 +1,84 @@
+"""Distilled PRM on the tiny model: a toy pool whose verifier totals are learnable (traces cut after k slots)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "configs/prm/tiny-cpu.yaml"
+
+
+def toy_pool(root: Path, n_problems: int = 24, k: int = 6, seed: int = 0) -> Path:
+    """Each candidate is a canonical (score-6) trace cut after a random number of lines: labels span 0-6."""
+    from calver.data_gen.generators import canonical_trace
+    from calver.infer.pool import Pool
+    from calver.train.common import generate_problems
+
+    rng = random.Random(seed)
+    probs = generate_problems(["backdoor_set"], n_problems, seed, (4, 5))
+    pool = Pool(root)
+    pool.write_manifest({"sampling": {"k": k}, "toy": "truncated canonical traces"})
+    pool.write_problems(probs)
+    rows = []
+    for p in probs:
+        lines = canonical_trace(p).splitlines()
+        for j in range(k):
+            rows.append({"problem_id": p.id, "source_id": p.source_id, "seed": 0, "candidate_index": j,
+                         "text": "\n".join(lines[: rng.randint(0, len(lines))]), "finish_reason": "stop",
+                         "num_tokens": 0, "mean_logprob": None})
+    pool.append_candidates(rows)
+    return root
+
+
+@pytest.fixture(scope="module")
+def prm_run(tiny_model_dir, tmp_path_factory):
+    from calver.train.prm import run_prm
+    from calver.train.prm_config import load_prm_config
+
+    tmp = tmp_path_factory.mktemp("prm")
+    pool = toy_pool(tmp / "pool")
+    args = load_prm_config(RECIPE, ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp / "out"),
+                                    "--pool_paths", str(pool), "--num_train_epochs", "2", "--max_length", "512"])
+    return run_prm(*args), pool
+
+
+def test_prm_reports_rmse_per_epoch_and_beats_the_mean(prm_run):
+    run, _ = prm_run
+    s = run.summary
+    assert s["trainer"] == "prm" and s["mode"] == "lora"
+    assert [round(h["epoch"]) for h in s["eval_rmse_per_epoch"]] == [1, 2]
+    assert s["best_eval_rmse"] == pytest.approx(min(h["eval_rmse"] for h in s["eval_rmse_per_epoch"]))
+    assert s["best_eval_rmse"] < 0.75 * s["eval_rmse_mean_baseline"], s
+    assert s["best_checkpoint"] and s["eval_problems"] >= 1
+    # head + LoRA trainable, base frozen
+    assert 0 < s["trainable_params"] < s["total_params"] / 10
+
+
+def test_prm_scorer_loads_and_feeds_the_infer_selector(prm_run):
+    from calver.infer.pool import Pool
+    from calver.infer.sample import user_text
+    from calver.infer.selectors.neural import PRMSelector
+    from calver.train.prm import PRMScorer, load_prm
+    from calver.verifier import score
+
+    run, pool_dir = prm_run
+    out = Path(run.summary["output_dir"])
+    scorer = load_prm(out)
+    assert isinstance(scorer, PRMScorer)
+    pool = Pool(pool_dir)
+    problems = pool.problems()
+    rows = list(pool.candidate_rows())[:24]
+    pred = [scorer.score(user_text(problems[r["problem_id"]]), r["text"]) for r in rows]
+    gold = [score(r["text"], problems[r["problem_id"]]).total for r in rows]
+    mean = sum(gold) / len(gold)
+    mse = sum((p - g) ** 2 for p, g in zip(pred, gold)) / len(gold)
+    assert mse < sum((mean - g) ** 2 for g in gold) / len(gold)
+    sel = PRMSelector(model_path=out)  # what `calver select --selector prm` builds
+    assert isinstance(sel.scorer, PRMScorer) and sel.has_model()
