@@ -280,7 +280,7 @@ def _views(items, problems):
 
 
 def score_items(items: list[dict[str, Any]], problems: dict[str, Problem], *, prm=None, prm_threshold: float = 5.5,
-                judge_sampler=None, judge_threshold: float = 0.5) -> list[str]:
+                judge_sampler=None, judge_threshold: float = 0.5, judge_max_tokens: int = 16) -> list[str]:
     """Adds ``scores``/``accept`` per scorer to every item; returns the scorer names used."""
     names = ["verifier"]
     for it in items:
@@ -300,7 +300,7 @@ def score_items(items: list[dict[str, Any]], problems: dict[str, Problem], *, pr
     if judge_sampler is not None:
         from calver.infer.selectors import JudgeSelector
 
-        vals = JudgeSelector(sampler=judge_sampler).score_pairs(_views(items, problems), pairs)
+        vals = JudgeSelector(sampler=judge_sampler, max_tokens=judge_max_tokens).score_pairs(_views(items, problems), pairs)
         for it, s in zip(items, vals):
             it["scores"]["judge"] = float(s)
             it["accept"]["judge"] = bool(not math.isnan(s) and s >= judge_threshold)
@@ -310,18 +310,20 @@ def score_items(items: list[dict[str, Any]], problems: dict[str, Problem], *, pr
 
 # ---- the run -----------------------------------------------------------------------------------------------
 def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_sampler=None, judge_threshold: float = 0.5,
-              sources: Sequence[str] = ("pool", "canonical"), seed: int = 0, draws: int = 2000,
-              out: str | Path | None = None, log=lambda m: None) -> dict[str, Any]:
+              judge_max_tokens: int = 16, sources: Sequence[str] = ("pool", "canonical"), max_sources: int | None = None,
+              seed: int = 0, draws: int = 2000, out: str | Path | None = None, log=lambda m: None) -> dict[str, Any]:
+    """Corrupt every source trace, score all variants, write ``audit_judges.{json,md}`` and
+    ``audit_items.jsonl`` under ``out``. ``max_sources`` keeps the first N source traces."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     problems = {pid: strip_problem(p) for pid, p in pool.problems().items()}
-    srcs = source_traces(pool, sources)
+    srcs = source_traces(pool, sources)[:max_sources]
     items = []
     for j, s in enumerate(srcs):
         for name, v in make_variants(s["text"], problems[s["problem_id"]], seed).items():
             items.append({**s, "trace_id": j, "variant": name, "text": v["text"], "expected_reject": v["expected_reject"]})
     log(f"audit: {len(srcs)} source trace(s), {len(items)} variant(s)")
     scorers = score_items(items, problems, prm=prm, prm_threshold=prm_threshold, judge_sampler=judge_sampler,
-                          judge_threshold=judge_threshold)
+                          judge_threshold=judge_threshold, judge_max_tokens=judge_max_tokens)
     table = acceptance_table(items, scorers, draws=draws, seed=seed)
     result = {"pool": str(pool.root), "sources": list(sources), "n_source_traces": len(srcs), "scorers": scorers,
               "thresholds": {"verifier": 6, "prm": prm_threshold, "judge": judge_threshold}, "table": table,
@@ -355,8 +357,11 @@ def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, dra
             if var != "clean":
                 row["delta_vs_clean"] = paired_diff_ci(acc, cl, clusters, draws=draws, seed=seed)
             if sc == "verifier":
-                exp = [it["expected_reject"] for it in its]
-                row["expected_acceptance"] = (sum(1 for e in exp if e is False) / len(exp)) if all(e is not None for e in exp) else None
+                exp = [it["expected_reject"] for it in its if it["expected_reject"] is not None]
+                row["expected_acceptance"] = sum(1 for e in exp if e is False) / len(exp) if exp else None
+                row["undetermined"] = len(its) - len(exp)
+                row["determined_acceptance"] = (sum(it["accept"]["verifier"] for it in its if it["expected_reject"] is not None)
+                                                / len(exp)) if exp else None
             rows.append(row)
     return rows
 
@@ -368,11 +373,14 @@ def verifier_matches(items: list[dict[str, Any]]) -> bool:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"# Judge / PRM audit by deterministic corruption ({result['n_source_traces']} max-score source traces)", "",
-             "| scorer | variant | n | acceptance % [95% CI] | Δ vs clean pp [95% CI] | expected (verifier) |",
+             "| scorer | variant | n | acceptance % [95% CI] | Δ vs clean pp [95% CI] | verifier: expected % on determined items |",
              "|---|---|---|---|---|---|"]
     for r in result["table"]:
-        exp = r.get("expected_acceptance", "")
-        exp = "" if r["scorer"] != "verifier" else ("undetermined" if exp is None else f"{100 * exp:.0f}")
+        exp = ""
+        if r["scorer"] == "verifier":
+            e = r.get("expected_acceptance")
+            exp = "—" if e is None else f"{100 * e:.0f} (got {100 * r['determined_acceptance']:.0f})"
+            exp += f"; {r['undetermined']} undetermined" if r.get("undetermined") else ""
         lines.append(f"| {r['scorer']} | {r['variant']} | {r['n']} | {ci_text(r['acceptance'])} | "
                      f"{ci_text(r.get('delta_vs_clean'), signed=True) if 'delta_vs_clean' in r else '—'} | {exp} |")
     lines += ["", f"Verifier matches its by-construction expectation: {result['verifier_matches_expectation']}. "

@@ -44,6 +44,8 @@ def add_commands(sub) -> None:
     a.add_argument("--prm-threshold", type=float, default=5.5, help="PRM accept threshold (predicted verifier total)")
     a.add_argument("--judge-model", help="LLM judge model (through the shared sampler)")
     a.add_argument("--judge-threshold", type=float, default=0.5, help="judge accept threshold on its [0, 1] score")
+    a.add_argument("--judge-max-tokens", type=int, default=16)
+    a.add_argument("--max-sources", type=int, help="audit only the first N source traces")
     a.add_argument("--sources", default="pool,canonical", help="comma-separated: pool (max-score correct candidates), canonical")
     a.add_argument("--backend", default="auto", choices=("auto", "vllm", "hf"))
     a.add_argument("--seed", type=int, default=0)
@@ -121,7 +123,8 @@ def _audit(args) -> int:
         judge = make_sampler(args.judge_model, backend=args.backend)
     try:
         res = run_audit(args.pool, prm=prm, prm_threshold=args.prm_threshold, judge_sampler=judge,
-                        judge_threshold=args.judge_threshold, sources=[s.strip() for s in args.sources.split(",") if s.strip()],
+                        judge_threshold=args.judge_threshold, judge_max_tokens=args.judge_max_tokens,
+                        max_sources=args.max_sources, sources=[s.strip() for s in args.sources.split(",") if s.strip()],
                         seed=args.seed, draws=args.draws, out=args.out, log=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         if judge is not None:
@@ -163,4 +166,15 @@ def sample_pool(problems: Sequence[Any], out: str | Path, model: str | Path, *, 
     return run_sample(cfg, sampler=sampler, log=log)
 
 
-__all__ = ["add_commands", "sample_pool"]
+def demo_problems(task: str = "backdoor_set", n_supplied: int = 1, n_sources: int = 2, seed: int = 7,
+                  levels: Sequence[int] = (1, 2, 3)) -> list[Any]:
+    """A small deterministic mix: ``n_supplied`` supplied-graph problems and ``n_sources`` sources
+    rendered as constructed-mode L1/L2/L3 problems (the tiny-model pools of the tests)."""
+    from calver.data_gen.generators import GenConfig, generate
+    from calver.infer.refine.router import level_problems
+
+    sup = generate(task, n_supplied, GenConfig(seed=seed + 1000)) if n_supplied else []
+    return sup + level_problems(task, n_sources, seed=seed, levels=levels)
+
+
+__all__ = ["add_commands", "demo_problems", "sample_pool"]

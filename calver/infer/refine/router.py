@@ -134,13 +134,14 @@ def candidate_thresholds(agreements: Iterable[float]) -> list[float]:
 
 
 def choose_threshold(dev_rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The dev-accuracy-maximizing threshold; ties -> the one closest to 0.5 (then the smaller)."""
+    """The dev-accuracy-maximizing threshold; ties -> the one closest to 0.5, then the larger (with
+    no evidence either way the router verifies: CALVER is the safer default)."""
     if not dev_rows:
         raise ValueError("choosing a threshold needs at least one development unit")
     best = None
     for thr in candidate_thresholds(r["agreement"] for r in dev_rows):
         acc = sum(_routed_correct(r, thr) for r in dev_rows) / len(dev_rows)
-        key = (-acc, abs(min(max(thr, -1.0), 2.0) - 0.5), thr)
+        key = (-acc, abs(min(max(thr, -1.0), 2.0) - 0.5), -thr)
         if best is None or key < best[0]:
             best = (key, thr, acc)
     return {"threshold": best[1], "dev_accuracy": best[2], "dev_units": len(dev_rows)}
