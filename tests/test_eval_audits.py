@@ -1,6 +1,8 @@
 """Audits on synthetic traces: renaming leaves every score unchanged, an answer swap on a
 max-score trace gives exactly 3, witness damage exactly 5; corruption ladder and strict-ATE guards."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -183,3 +185,30 @@ def test_ate_pool_audits_rename_and_ladder_skip(tmp_path):
     assert a["swap"]["applied_max_score"] == 2 and all(k < 6 for k in a["swap"]["distribution"])
     lad = graph_ladder(units, draws=50)
     assert lad["n_skipped_problems"] == 1 and lad["rungs"] == []  # corrupted graphs no longer match the CPTs
+
+
+@pytest.mark.parametrize("task", ["path", "backdoor_path", "cycle_witness"])
+def test_answer_swap_on_path_valued_tasks_scores_exactly_3(task):
+    import random as _random
+
+    from verifier_helpers import sample_problem
+
+    from calver.verifier import get_family, score
+
+    rng = _random.Random(5)
+    for _ in range(10):
+        problem, valid = sample_problem(task, rng)
+        trace = get_family(task).canonical_trace(problem, valid[0])
+        swapped = swap_answer(trace, problem, 0)
+        assert swapped is not None and score(swapped, problem).total == 3
+
+
+def test_answer_swap_on_knights_and_knaves_flips_a_role():
+    import json as _json
+
+    from calver.verifier import Problem, score
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "examples"
+    problem = Problem.from_dict(_json.loads((root / "kk_problem.json").read_text()))
+    swapped = swap_answer((root / "kk_trace.txt").read_text(), problem, 0)
+    assert swapped is not None and score(swapped, problem).bits == [1, 1, 1, 1, 1, 0]

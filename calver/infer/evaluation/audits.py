@@ -23,6 +23,7 @@ import numpy as np
 
 from calver.verifier import CausalGraph, GraphClass, Problem, get_family, score
 from calver.verifier.contract import SLOT_ALIASES, _HEADER, parse_call
+from calver.verifier.graph import GraphError
 from calver.verifier.parsers import parse_path
 
 # ---- slot locations -----------------------------------------------------------------------------------
@@ -139,7 +140,7 @@ def rename_nodes(trace: str, problem: Problem, mapping: dict[str, str] | None = 
 
 
 def _invalid_candidates(family, g: CausalGraph, answer: Any, rng: np.random.Generator):
-    nodes = list(g.nodes)
+    nodes = list(g.nodes) if isinstance(g, CausalGraph) else []  # K&K verifies formulas, not a graph
     order = [nodes[i] for i in rng.permutation(len(nodes))]
     kind = family.answer_type
     if kind == "bool":
@@ -162,6 +163,10 @@ def _invalid_candidates(family, g: CausalGraph, answer: Any, rng: np.random.Gene
     if kind == "node":
         yield from order
         return
+    if kind == "assignment" and isinstance(answer, dict):  # flip one person's role at a time
+        for person in sorted(answer):
+            yield {**answer, person: not answer[person]}
+        return
     if kind == "number":
         base = float(answer) if isinstance(answer, (int, float)) else 0.0
         yield from (base + d for d in (1.0, -1.0, 10.0, -10.0))
@@ -181,24 +186,26 @@ def swap_answer(trace: str, problem: Problem, rng: np.random.Generator | int = 0
     if g is None:
         return None
     query = family.normalize_query(problem)
-    on_g = problem if g is problem.graph else dataclasses.replace(problem, graph=g)
-
     def valid(obj: Any) -> bool:
         try:
             return family.predicate(g, query, obj).ok
         except NotImplementedError:  # decision families (ATE): the task's grade on the verification graph
-            return bool(family.grade(on_g, obj))
+            own = g is problem.graph or not isinstance(g, CausalGraph)
+            return bool(family.grade(problem if own else dataclasses.replace(problem, graph=g), obj))
 
     current = score(trace, problem).answer
     cur_key = family.canonical_answer_key(current) if current is not None else None
+    coerce = getattr(family, "coerce_object", None)
     for obj in _invalid_candidates(family, g, current, rng):
         try:
+            if coerce is not None:  # the family's own object form (e.g. (nodes, edge types) for paths)
+                obj = coerce(obj)
             if cur_key is not None and family.canonical_answer_key(obj) == cur_key:
                 continue
             if valid(obj):
                 continue
             text = family.format_object(obj)
-        except (ValueError, TypeError, KeyError):
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, GraphError):
             continue
         return replace_slot(trace, "ANSWER", text)
     return None
