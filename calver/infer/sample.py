@@ -133,8 +133,9 @@ def resolve_backend(cfg: SampleConfig) -> str:
     return "vllm" if vllm_available() else "hf"
 
 
-def run_sample(cfg: SampleConfig, *, sampler=None, log=print) -> Pool:
-    """Sample (or resume) the pool described by ``cfg``; ``sampler`` overrides building one."""
+def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = False) -> Pool:
+    """Sample (or resume) the pool described by ``cfg``; ``sampler`` overrides building one.
+    ``progress`` shows a tqdm bar over the units still to sample."""
     problem_rows = select_rows(load_problem_rows(cfg.problems), cfg)
     if not problem_rows:
         raise ValueError("no problems to sample (check 'problems', 'tasks' and 'limit')")
@@ -160,6 +161,11 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print) -> Pool:
                               stop=cfg.stop, logprobs=True)
         delay = float(os.environ.get(SLOW_ENV, "0") or 0)
         t0, n = time.time(), 0
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(todo), desc=f"sampling K={cfg.k}", unit="unit")
         try:
             for b in range(0, len(todo), cfg.batch_units):
                 batch = todo[b : b + cfg.batch_units]
@@ -177,10 +183,15 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print) -> Pool:
                         for i, c in enumerate(comps)
                     )
                 n += len(batch)
-                log(f"sampled {n}/{len(todo)} unit(s) ({time.time() - t0:.1f}s)")
+                if bar is not None:
+                    bar.update(len(batch))
+                else:
+                    log(f"sampled {n}/{len(todo)} unit(s) ({time.time() - t0:.1f}s)")
                 if delay:
                     time.sleep(delay)
         finally:
+            if bar is not None:
+                bar.close()
             if own:
                 sampler.close()
     if cfg.freeze:

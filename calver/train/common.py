@@ -318,3 +318,17 @@ def trainable_parameter_count(model) -> tuple[int, int]:
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     total = sum(p.numel() for p in model.parameters())
     return trainable, total
+
+
+def split_config_arg(argv: Sequence[str] | None, config: str | None) -> tuple[str | None, list[str]]:
+    """``(config path, remaining --field value overrides)`` from a trainer's command line."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if config is None and "--config" in args:
+        i = args.index("--config")
+        if i + 1 >= len(args):
+            raise ConfigError("--config needs a YAML path")
+        config = args[i + 1]
+        del args[i : i + 2]
+    return config, args

@@ -141,16 +141,11 @@ def run_grpo(script_args, training_args, model_args) -> TrainRun:
 
 def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:
     """Entry point for ``accelerate launch -m calver.train.grpo --config FILE [--field value ...]``."""
-    import sys
-
+    from calver.train.common import split_config_arg
     from calver.train.grpo_config import load_grpo_config
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if config is None and "--config" in args:
-        i = args.index("--config")
-        config = args[i + 1]
-        del args[i : i + 2]
-    return run_grpo(*load_grpo_config(config, args))
+    config, overrides = split_config_arg(argv, config)
+    return run_grpo(*load_grpo_config(config, overrides))
 
 
 if __name__ == "__main__":

@@ -260,16 +260,11 @@ def load_prm(path: str | Path, **kwargs: Any) -> PRMScorer:
 
 def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:
     """Entry point for ``accelerate launch -m calver.train.prm --config FILE [--field value ...]``."""
-    import sys
-
+    from calver.train.common import split_config_arg
     from calver.train.prm_config import load_prm_config
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    if config is None and "--config" in args:
-        i = args.index("--config")
-        config = args[i + 1]
-        del args[i : i + 2]
-    return run_prm(*load_prm_config(config, args))
+    config, overrides = split_config_arg(argv, config)
+    return run_prm(*load_prm_config(config, overrides))
 
 
 if __name__ == "__main__":
