@@ -160,7 +160,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     scfg = SampleConfig(problems=str(run / "data" / "eval" / "problems.jsonl"), out=str(run / "pool"), model=model,
                         adapter=adapter, backend=cfg.backend, k=cfg.k, seeds=list(cfg.sample_seeds),
                         temperature=cfg.temperature, max_tokens=cfg.max_tokens, model_hash="fast")
-    pool = run_sample(scfg, log=lambda m: console.print(m, style="dim"))
+    pool = run_sample(scfg, log=lambda m: console.print(m, style="dim"), progress=True)
     share = contract_share(pool)
     console.print(f"{share:.1%} of the policy's samples parse into all six slots")
     timings["sample"] = time.time() - t

@@ -113,6 +113,10 @@ VLLM_JOBS = [
     {"name": "base_greedy", "prompts": [CHAT, "STRATEGY: {"], "cfg": vars(GREEDY) | {}, "adapter": False},
     {"name": "base_a", "prompts": [CHAT, "GRAPH: A"], "seeds": [5, 6], "cfg": vars(SAMPLE) | {}, "adapter": False},
     {"name": "no_logprobs", "prompts": ["GRAPH"], "cfg": {"max_tokens": 4, "logprobs": False}, "adapter": False},
+    # many long seeded prompts: more prefill than one scheduler step holds (the CPU worker cannot
+    # rewind a seeded generator after a chunked prefill, so the sampler must schedule prompts whole)
+    {"name": "long_seeded", "prompts": [f"GRAPH: {i} " + "A -> B, B <-> C, C -> D; " * 25 for i in range(48)],
+     "seeds": list(range(48)), "cfg": {"n": 4, "max_tokens": 6, "temperature": 0.8}, "adapter": False},
 ]
 
 
@@ -145,6 +149,12 @@ def test_vllm_runs(vllm_run):
         assert c.finish_reason in ("stop", "length") and 1 <= c.num_tokens <= 16
         assert c.mean_logprob is not None and math.isfinite(c.mean_logprob) and c.mean_logprob < 0
     assert vllm_run["no_logprobs"][0][0].mean_logprob is None
+
+
+@pytest.mark.vllm
+def test_vllm_many_long_seeded_prompts(vllm_run):
+    res = vllm_run["long_seeded"]
+    assert len(res) == 48 and all(len(r) == 4 and all(c.num_tokens >= 1 for c in r) for r in res)
 
 
 @pytest.mark.vllm

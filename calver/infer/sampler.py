@@ -246,6 +246,11 @@ class VLLMSampler(Sampler):
         )
         if on_gpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        else:
+            # vLLM's CPU worker cannot rewind a seeded request's generator ("CPU Generator does not
+            # use offset"), which it does for a prompt whose prefill was chunked: schedule prompts whole.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(max_model_len, 16384)
         self.lora_request = None
         if self.adapter_path is not None:
             from vllm.lora.request import LoRARequest
