@@ -82,21 +82,21 @@ def _clean_value(value: str) -> str:
     return value
 
 
-_FIRST_WORDS = ("GRA", "QUE", "STR", "DER", "RES", "ANS", "CON", "COM", "FIN", "STE")
-_DECOR = " \t>#*_`-+0123456789.)"
+# Lines whose first word could start a slot header (a C-speed prefilter for the full header regex).
+_CANDIDATE_LINE = re.compile(
+    r"^[ \t>#*_`\-+0-9.)]*(?:gra|que|str|der|res|ans|con|com|fin|ste)", re.IGNORECASE | re.MULTILINE
+)
 
 
 def _header_matches(trace: str) -> list[re.Match]:
     """Header matches, testing the full regex only on lines whose first word could be a slot name."""
     out = []
-    pos = 0
-    for line in trace.splitlines(keepends=True):
-        head = line.lstrip(_DECOR)[:3].upper()
-        if head in _FIRST_WORDS:
-            m = _HEADER.match(trace, pos, pos + len(line.rstrip("\r\n")))
-            if m:
-                out.append(m)
-        pos += len(line)
+    for c in _CANDIDATE_LINE.finditer(trace):
+        start = c.start()
+        end = trace.find("\n", start)
+        m = _HEADER.match(trace, start, len(trace) if end < 0 else end)
+        if m:
+            out.append(m)
     return out
 
 

@@ -66,6 +66,9 @@ def split_paths(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"[|;]", body) if p.strip()]
 
 
+_WITNESS_MEMO: dict[tuple[int, str], tuple] = {}
+
+
 def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str, str] | None = None) -> Check:
     """Every edge of every listed witness path must exist in ``g`` with its stated type."""
     from calver.verifier.primitives import path_edges
@@ -76,11 +79,20 @@ def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str
     if paths and g is None:
         return Check.fail("DERIVATION lists witness paths but no verification graph is available")
     for p in paths:
-        try:
-            nodes, types = cached_path(p)
-            path_edges(g, nodes, types)
-        except (ValueError, GraphError) as e:
-            return Check.fail(f"DERIVATION witness path {p!r} is not in the graph: {e}")
+        hit = _WITNESS_MEMO.get((id(g), p))
+        if hit is None or hit[0] is not g:  # a pool's candidates list the same few paths
+            try:
+                nodes, types = cached_path(p)
+                path_edges(g, nodes, types)
+                hit = (g, nodes, None)
+            except (ValueError, GraphError) as e:
+                hit = (g, None, f"DERIVATION witness path {p!r} is not in the graph: {e}")
+            if len(_WITNESS_MEMO) > 16384:
+                _WITNESS_MEMO.clear()
+            _WITNESS_MEMO[(id(g), p)] = hit
+        _, nodes, error = hit
+        if error:
+            return Check.fail(error)
         if ends is not None and {nodes[0], nodes[-1]} != set(ends):
             return Check.fail(f"DERIVATION witness path {p!r} does not run between {ends[0]} and {ends[1]}")
     return PASS
@@ -142,9 +154,8 @@ class NodeSetFamily(TaskFamily):
         unknown = sorted(n for n in nodes if n not in g)
         if unknown:
             return Check.fail(f"{', '.join(unknown)} not in the graph")
-        why = self.base_violation(g, query, nodes)
-        if why:
-            return Check.fail(why)
+        if not self.is_base_valid(g, query, nodes):  # fast boolean first; the reason only on failure
+            return Check.fail(self.base_violation(g, query, nodes) or f"{format_set(nodes)} is not valid")
         variant = query.get("variant", "any")
         if variant == "minimal":
             smaller = self._proper_subset_valid(g, query, nodes)
