@@ -332,3 +332,14 @@ def split_config_arg(argv: Sequence[str] | None, config: str | None) -> tuple[st
         config = args[i + 1]
         del args[i : i + 2]
     return config, args
+
+
+def finish_run(trainer, training_args, summary: dict[str, Any]):
+    """Write the run summary (main process), close trackers and the process group, wrap up."""
+    from calver.train.sft import TrainRun
+
+    if trainer.accelerator.is_main_process:
+        write_summary(training_args.output_dir, summary)
+    if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers (wandb) and the process group
+        trainer.end()
+    return TrainRun(trainer, summary)

@@ -26,7 +26,7 @@ from calver.train.common import (
     resolve_mode,
     step_timer,
     trainable_parameter_count,
-    write_summary,
+    finish_run,
 )
 from calver.train.rewards import VerifierReward
 from calver.train.sft import TrainRun
@@ -132,11 +132,7 @@ def run_grpo(script_args, training_args, model_args) -> TrainRun:
     if reward.unscorable:
         logger.warning("verifier reward excluded %d unscorable completions: %s", reward.unscorable,
                        dict(reward.unscorable_reasons))
-    if trainer.accelerator.is_main_process:
-        write_summary(training_args.output_dir, summary)
-    if hasattr(trainer, "end"):
-        trainer.end()
-    return TrainRun(trainer, summary)
+    return finish_run(trainer, training_args, summary)
 
 
 def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:

@@ -23,7 +23,7 @@ from calver.train.common import (
     resolve_mode,
     step_timer,
     trainable_parameter_count,
-    write_summary,
+    finish_run,
 )
 
 logger = logging.getLogger(__name__)
@@ -83,11 +83,7 @@ def run_sft(script_args, training_args, model_args) -> TrainRun:
         "train_rows": len(trainer.train_dataset),
         **timer.summary(),
     }
-    if trainer.accelerator.is_main_process:
-        write_summary(training_args.output_dir, summary)
-    if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers (wandb) and the process group
-        trainer.end()
-    return TrainRun(trainer, summary)
+    return finish_run(trainer, training_args, summary)
 
 
 def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:

@@ -88,29 +88,46 @@ def parse_yes_no(text: str) -> float:
     return 1.0 if m.group(1) in ("yes", "true", "correct") else 0.0
 
 
-class ConfidenceSelector(_Neural):
-    """The policy's own binary self-evaluation (yes = 1), asked through the shared sampler (greedy)."""
+class _AskedThroughSampler(_Neural):
+    """A selector that asks a model one greedy question per candidate through the shared sampler."""
 
-    name = "confidence"
+    default_max_tokens = 16
 
-    def __init__(self, sampler: Any = None, max_tokens: int = 4) -> None:
+    def __init__(self, sampler: Any = None, max_tokens: int | None = None) -> None:
         super().__init__()
         self.sampler = sampler
-        self.max_tokens = max_tokens
+        self.max_tokens = max_tokens or self.default_max_tokens
 
     def has_model(self) -> bool:
         return self.sampler is not None
 
+    def messages(self, view: SelectorView, trace: str) -> list[dict[str, str]]:
+        raise NotImplementedError
+
+    def parse(self, text: str) -> float:
+        raise NotImplementedError
+
     def score_pairs(self, views, pairs):
         from calver.infer.sampler import SamplingConfig
 
-        prompts = [
-            _prompt_messages(views[vi]) + [{"role": "assistant", "content": t}, {"role": "user", "content": CONFIDENCE_QUESTION}]
-            for vi, t in pairs
-        ]
+        prompts = [self.messages(views[vi], t) for vi, t in pairs]
         cfg = SamplingConfig(temperature=0.0, max_tokens=self.max_tokens, n=1, logprobs=False)
         res = self.sampler.generate(prompts, cfg, seeds=[0] * len(prompts), progress=False)
-        return [parse_yes_no(r[0].text) for r in res]
+        return [self.parse(r[0].text) for r in res]
+
+
+class ConfidenceSelector(_AskedThroughSampler):
+    """The policy's own binary self-evaluation (yes = 1), asked through the shared sampler (greedy)."""
+
+    name = "confidence"
+    default_max_tokens = 4
+
+    def messages(self, view, trace):
+        return _prompt_messages(view) + [{"role": "assistant", "content": trace},
+                                         {"role": "user", "content": CONFIDENCE_QUESTION}]
+
+    def parse(self, text):
+        return parse_yes_no(text)
 
 
 # ---- LLM judge ----------------------------------------------------------------------------------
@@ -131,26 +148,16 @@ def judge_messages(view: SelectorView, trace: str) -> list[dict[str, str]]:
     ]
 
 
-class JudgeSelector(_Neural):
+class JudgeSelector(_AskedThroughSampler):
     """Reference-free LLM judge (graph + query + trace -> SCORE 0..10, scaled to [0, 1])."""
 
     name = "judge"
 
-    def __init__(self, sampler: Any = None, max_tokens: int = 16) -> None:
-        super().__init__()
-        self.sampler = sampler
-        self.max_tokens = max_tokens
+    def messages(self, view, trace):
+        return judge_messages(view, trace)
 
-    def has_model(self) -> bool:
-        return self.sampler is not None
-
-    def score_pairs(self, views, pairs):
-        from calver.infer.sampler import SamplingConfig
-
-        prompts = [judge_messages(views[vi], t) for vi, t in pairs]
-        cfg = SamplingConfig(temperature=0.0, max_tokens=self.max_tokens, n=1, logprobs=False)
-        res = self.sampler.generate(prompts, cfg, seeds=[0] * len(prompts), progress=False)
-        return [parse_judge_score(r[0].text) for r in res]
+    def parse(self, text):
+        return parse_judge_score(text)
 
 
 # ---- sequence-classification reward model ------------------------------------------------------
