@@ -68,3 +68,14 @@ def test_quick_demo_end_to_end(tmp_path):
         totals = [score(t, problems[u.problem_id]).total for t in u.texts]
         assert totals[chosen[(u.problem_id, u.seed)]["index"]] == max(totals)
     assert "calver" in res.stderr and "coverage" in res.stderr
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*/*.yaml")
+                                        if p.parent.name in ("demo", "sample", "gen")))
+def test_shipped_recipes_parse(path):
+    from calver.data_gen.gen_config import load_config as load_gen
+    from calver.demo_config import load_demo_config
+    from calver.infer.sample_config import load_config as load_sample
+
+    loader = {"demo": load_demo_config, "sample": load_sample, "gen": load_gen}[Path(path).parent.name]
+    assert loader(ROOT / path) is not None
