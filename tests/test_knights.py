@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calver.infer.evaluation.audits import replace_slot
+
 from calver.data_gen.knights import generate_kk
 from calver.verifier import Problem, grade, score
 from calver.verifier.contract import split_slots
@@ -56,9 +58,6 @@ def brute_solutions(problem: Problem) -> list[dict]:
     return out
 
 
-def replace_slot(trace: str, label: str, value: str) -> str:
-    lines = trace.splitlines()
-    return "\n".join(f"{label}: {value}" if ln.startswith(label + ":") else ln for ln in lines)
 
 
 def flip(assignment: str, person: str) -> str:
@@ -192,7 +191,7 @@ def test_mutations_lose_exactly_their_bits():
             m = len(tt.solutions([parse_formula(c) for c in dropped]))
             drops_changed += m != 1
             want = [1, 1, 1, 1, int(m == 1), 1]
-            assert score(replace_slot(trace, "CONSTRAINTS", "; ".join(dropped)), p).bits == want
+            assert score(replace_slot(trace, "GRAPH", "; ".join(dropped)), p).bits == want
         # wrong formula: swap one atom's role
         wrong = list(cons_text)
         head, tail = wrong[k].split("<->", 1)
@@ -206,11 +205,11 @@ def test_mutations_lose_exactly_their_bits():
         sat = all(evaluate(f, sol) for f in mutated)
         m = len(tt.solutions(mutated))
         wrongs += not sat
-        sc = score(replace_slot(trace, "CONSTRAINTS", "; ".join(wrong)), p)
+        sc = score(replace_slot(trace, "GRAPH", "; ".join(wrong)), p)
         assert sc.bits == [1, 1, int(sat), 1, int(sat and m == 1), 1], (wrong, sc.reasons)
         # an unknown person or a malformed formula fails b1, and with it the bits that need the formulas
-        assert score(replace_slot(trace, "CONSTRAINTS", slots["GRAPH"] + "; knight(Zed)"), p).bits == [0, 1, 0, 1, 0, 1]
-        assert score(replace_slot(trace, "CONSTRAINTS", slots["GRAPH"] + "; knight(A) <->"), p).bits == [0, 1, 0, 1, 0, 1]
+        assert score(replace_slot(trace, "GRAPH", slots["GRAPH"] + "; knight(Zed)"), p).bits == [0, 1, 0, 1, 0, 1]
+        assert score(replace_slot(trace, "GRAPH", slots["GRAPH"] + "; knight(A) <->"), p).bits == [0, 1, 0, 1, 0, 1]
         # query and derivation binding
         assert score(replace_slot(trace, "QUERY", "task=knights_knaves; people={Zed}; question=roles"), p).bits == [1, 0, 1, 1, 1, 1]
         assert score(replace_slot(trace, "DERIVATION", "enumerate(people={A})"), p).bits == [1, 1, 1, 0, 1, 1]
@@ -226,9 +225,9 @@ def test_supplied_mode_checks_equivalence():
     assert score(trace, p).total == 6
     equivalent = ("knight(Alice) <-> not (knight(Bob) and knight(Carol)); knight(Bob) <-> (knave(Alice) or knave(Bob)); "
                   "knight(Carol) <-> (knave(Alice) <-> knight(Bob))")
-    assert score(replace_slot(trace, "CONSTRAINTS", equivalent), p).total == 6
+    assert score(replace_slot(trace, "GRAPH", equivalent), p).total == 6
     wrong = "knight(Alice) <-> (knave(Bob) and knave(Carol)); knight(Bob) <-> (knight(Alice) -> knave(Bob))"
-    sc = score(replace_slot(trace, "CONSTRAINTS", wrong), p)
+    sc = score(replace_slot(trace, "GRAPH", wrong), p)
     assert sc.bits == [0, 1, 1, 1, 1, 1] and "not equivalent" in sc.reasons["GRAPH"]
 
 

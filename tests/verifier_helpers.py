@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import random
-import re
 
+# Trace perturbations are the evaluation package's audit functions (one implementation), re-exported.
+from calver.infer.evaluation.audits import damage_witness, rename_nodes, replace_slot  # noqa: F401
 from calver.verifier import CausalGraph, GraphClass, Problem, get_family
-from calver.verifier.contract import parse_call, split_slots
 
 
 def random_dag(rng: random.Random, n: int, p: float = 0.35, prefix: str = "V") -> CausalGraph:
@@ -80,64 +80,3 @@ SET_TASKS = ("backdoor_set", "frontdoor_set", "separation_set", "blocking_set", 
 GRAPH_TASKS = SET_TASKS + ("cycle_witness", "intervention_reachability", "path", "backdoor_path")
 
 
-def replace_slot(trace: str, slot: str, value: str) -> str:
-    out = []
-    for line in trace.splitlines():
-        if line.upper().startswith(slot + ":"):
-            line = f"{slot}: {value}"
-        out.append(line)
-    return "\n".join(out)
-
-
-def rename_trace(trace: str, mapping: dict[str, str]) -> str:
-    pattern = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(mapping, key=len, reverse=True))) + r")(?![A-Za-z0-9_])")
-    return pattern.sub(lambda m: mapping[m.group(1)], trace)
-
-
-def rename_problem(problem: Problem, mapping: dict[str, str]) -> Problem:
-    def ren(v):
-        if isinstance(v, str):
-            return rename_trace(v, mapping)
-        if isinstance(v, (list, tuple, set, frozenset)):
-            return [ren(x) for x in v]
-        return v
-
-    return Problem(
-        task=problem.task,
-        graph=problem.graph.relabel(mapping),
-        query={k: ren(v) for k, v in problem.query.items()},
-        mode=problem.mode,
-        id=problem.id,
-    )
-
-
-def damage_witness(trace: str, problem: Problem) -> str | None:
-    """Change one edge of the first witness path listed in the DERIVATION so it is absent from G."""
-    from calver.verifier.contract import format_path
-    from calver.verifier.parsers import parse_path
-    from calver.verifier.tasks.base import split_paths
-
-    fam = get_family(problem.task)
-    deriv = split_slots(trace).values["DERIVATION"]
-    op, args = parse_call(deriv)
-    key = getattr(fam, "witness_arg", None) or "path"
-    if key not in args:
-        return None
-    paths = split_paths(args[key])
-    if not paths:
-        return None
-    nodes, types = parse_path(paths[0])
-    if len(nodes) < 2:
-        return None
-    types = list(types) if types else ["->"] * (len(nodes) - 1)
-    g = problem.graph
-    for alt in ("<-", "->", "<->"):
-        if alt == types[0]:
-            continue
-        a, b = nodes[0], nodes[1]
-        if not g.has_edge(a, b, alt):
-            new_types = [alt] + types[1:]
-            damaged = format_path(list(nodes), new_types)
-            new_args = args[key].replace(paths[0], damaged, 1)
-            return trace.replace(deriv, deriv.replace(args[key], new_args, 1), 1)
-    return None

@@ -73,23 +73,24 @@ def model_record(path: str | None, revision: str | None = None, hash_mode: str =
         "revision": revision or _revision_from_path(str(path)),
         "content_hash": hash_dir(path, hash_mode),
     }
-    cfg = Path(path) / "config.json"
-    if cfg.exists():
-        try:
-            c = json.loads(cfg.read_text())
-            rec["architectures"] = c.get("architectures")
-            rec["quantization_config"] = c.get("quantization_config")
-        except (ValueError, OSError):
-            pass
-    acfg = Path(path) / "adapter_config.json"
-    if acfg.exists():
-        try:
-            a = json.loads(acfg.read_text())
-            rec["base_model"] = a.get("base_model_name_or_path")
-            rec["lora_rank"] = a.get("r")
-        except (ValueError, OSError):
-            pass
+    c = _read_json(Path(path) / "config.json")
+    if c is not None:
+        rec["architectures"] = c.get("architectures")
+        rec["quantization_config"] = c.get("quantization_config")
+    a = _read_json(Path(path) / "adapter_config.json")
+    if a is not None:
+        rec["base_model"] = a.get("base_model_name_or_path")
+        rec["lora_rank"] = a.get("r")
     return rec
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is absent or unreadable (manifest is best effort)."""
+    try:
+        data = json.loads(path.read_text())
+    except (ValueError, OSError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def package_version(name: str) -> str | None:

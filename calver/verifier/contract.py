@@ -100,6 +100,21 @@ def _header_matches(trace: str) -> list[re.Match]:
     return out
 
 
+def _slot_of(m: re.Match) -> str:
+    name = m.group("name").upper()
+    return SLOT_ALIASES.get(name) or SLOT_ALIASES[re.sub(r"[ _]+", " ", name)]
+
+
+def slot_spans(trace: str) -> dict[str, tuple[int, int]]:
+    """Character span of each slot's raw value (first occurrence), as :func:`split_slots` sees it."""
+    matches = _header_matches(trace)
+    spans: dict[str, tuple[int, int]] = {}
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(trace)
+        spans.setdefault(_slot_of(m), (m.end(), end))
+    return spans
+
+
 def split_slots(trace: str) -> SlotParse:
     """Split ``trace`` into the six slots. Never raises on any ``str``."""
     out = SlotParse()
@@ -112,8 +127,7 @@ def split_slots(trace: str) -> SlotParse:
     matches = _header_matches(trace)
     seen: dict[str, int] = {}
     for i, m in enumerate(matches):
-        name = m.group("name").upper()
-        slot = SLOT_ALIASES.get(name) or SLOT_ALIASES[re.sub(r"[ _]+", " ", name)]
+        slot = _slot_of(m)
         seen[slot] = seen.get(slot, 0) + 1
         if seen[slot] > 2:  # already failed as duplicated/conflicting: skip the work
             continue

@@ -22,22 +22,11 @@ from typing import Any
 import numpy as np
 
 from calver.verifier import CausalGraph, GraphClass, Problem, get_family, score
-from calver.verifier.contract import SLOT_ALIASES, _HEADER, parse_call
+from calver.verifier.contract import parse_call, slot_spans
 from calver.verifier.graph import GraphError
 from calver.verifier.parsers import parse_path
 
 # ---- slot locations -----------------------------------------------------------------------------------
-
-
-def slot_spans(trace: str) -> dict[str, tuple[int, int]]:
-    """Character span of each slot's value (first occurrence), as the contract splitter sees it."""
-    matches = list(_HEADER.finditer(trace))
-    spans: dict[str, tuple[int, int]] = {}
-    for i, m in enumerate(matches):
-        slot = SLOT_ALIASES[re.sub(r"[ _]+", " ", m.group("name").upper())]
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(trace)
-        spans.setdefault(slot, (m.end(), end))
-    return spans
 
 
 def replace_slot(trace: str, slot: str, value: str) -> str:
