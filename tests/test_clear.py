@@ -146,3 +146,15 @@ def test_cli(tmp_path):
     assert p.task == "backdoor_set" and p.graph is not None
     cov = json.loads((tmp_path / "o" / "coverage.json").read_text())
     assert cov["covered"] == 24
+
+
+def test_cli_reports_a_missing_file(tmp_path, capsys):
+    import argparse
+
+    from calver.data_gen.clear import add_clear_command
+
+    parser = argparse.ArgumentParser()
+    add_clear_command(parser.add_subparsers())
+    args = parser.parse_args(["clear", str(tmp_path / "absent.jsonl"), "--out", str(tmp_path / "o")])
+    assert args.func(args) == 2
+    assert "cannot read" in capsys.readouterr().err

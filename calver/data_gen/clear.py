@@ -281,7 +281,13 @@ def load_clear(path: str | Path) -> list[Problem]:
 
 # ---- CLI --------------------------------------------------------------------------------------
 def _cmd_clear(args) -> int:
-    problems, stats = load_clear_with_stats(args.path)
+    import sys
+
+    try:
+        problems, stats = load_clear_with_stats(args.path)
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"calver data clear: cannot read {args.path}: {e}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "problems.jsonl", "w", encoding="utf-8") as fh:
