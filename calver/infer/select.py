@@ -142,11 +142,12 @@ def calver_audit(pool: Pool, tie: str, k: int | None = None, *, write: bool = Tr
     labels = pool.labels()
     rows = []
     for v in make_views(pool, k):
-        totals = [ts.total for ts in candidate_scores(v)]
+        scs = candidate_scores(v)
+        totals = [ts.total for ts in scs]
         top = max(totals)
         p = grading_problem(problems[v.problem_id], labels.get(v.problem_id))
         correct = {i: candidate_correct(v.texts[i], p) for i, t in enumerate(totals) if t == top}
-        idx = select_from_scores(totals, tie, correct=correct)
+        idx = select_from_scores(totals, tie, correct=correct, parsed=[ts.answer is not None for ts in scs])
         rows.append({"problem_id": v.problem_id, "seed": v.seed, "index": idx, "scores": [float(t) for t in totals], "audit": True})
     if write:
         pool.write_selection(selection_name(f"calver_{tie}", k), rows)

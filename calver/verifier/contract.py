@@ -12,6 +12,22 @@ A trace is free text holding six labelled slots, in this order::
 Harmless variation is tolerated (case, markdown bold/headers/bullets, ``STEP n`` prefixes, code
 fences, prose before/after/between slots). Missing or duplicated slots are reported so that the
 scorer can fail exactly those slots' bits, each with a reason.
+
+A header is a line whose first word (after decoration) is a slot name in ASCII letters, any case,
+followed by ``:``, ``-``, ``=`` or the end of the line. Look-alike letters (``İ``, ``ı``, ``ſ``,
+Cyrillic ``А`` ...) do not make a header: such a line is text of the slot before it.
+
+**The slots are read from the last complete block**: the last GRAPH (or CONSTRAINTS) header after
+which every one of the six slots has a header. Everything before that header is reasoning and is
+ignored, so a line such as ``Answer: let me think`` written before the slots is harmless. Inside
+the block a repeated slot still fails closed (duplicated or conflicting), and so does a header after
+the block (``FINAL ANSWER: ...`` repeated after ANSWER, a trailing partial block): only the last
+*complete* block is read, so writing two blocks never scores more than writing the last one alone.
+If no complete block exists, every header of the trace is read and missing or repeated slots are
+reported.
+
+Every regex here is linear in its input (possessive quantifiers where a pattern could otherwise
+split a run in several ways): the splitter runs inside a reward function on adversarial text.
 """
 
 from __future__ import annotations
@@ -37,14 +53,20 @@ SLOT_ALIASES: dict[str, str] = {
 }
 CONTRACT_VERSION = "calver-contract/1"
 
-# A slot header: at line start, optional markdown decoration / "STEP n" / numbering, the slot
-# name, optional closing bold, then ':' (or '-' / '=' / '**:'), the value starting on that line.
+# A slot header: at line start, optional quote marks and markdown decoration / "STEP n" / numbering,
+# the slot name, optional closing bold, then ':' (or '-' / '=' / '**:'), the value starting on that
+# line. Every repetition is possessive (*+, ++, ?+): each part stops where the next must begin
+# (decoration, digits, separators and names use disjoint characters), so giving characters back
+# never helps a match and one line costs O(its length). The old `(?:[#*_`\-+]+[ \t]*)*` was
+# exponential on a run of decoration before a near-miss word. re.ASCII: only ASCII letters spell a
+# slot name ('İ'.upper() is no alias, and 'ſ'/'K' must not pass for s/k).
 _NAMES = "|".join(sorted((re.escape(k).replace(r"\ ", r"[ _]") for k in SLOT_ALIASES), key=len, reverse=True))
 _HEADER = re.compile(
-    r"^[ \t>]*(?:[#*_`\-+]+[ \t]*)*(?:step[ \t]*\d+[ \t]*[:.)\-]?[ \t]*)?(?:\d+[.)][ \t]*)?"
-    r"(?:[*_`]+[ \t]*)?(?P<name>" + _NAMES + r")(?:[ \t]+slot)?[ \t]*(?:[*_`]+[ \t]*)?"
-    r"(?:[:=\-][ \t]*(?:[*_`]+[ \t]*)?|$)",
-    re.IGNORECASE | re.MULTILINE,
+    r"^[ \t>]*+(?:[#*_`\-+][#*_`\-+ \t]*+)?+"
+    r"(?:step[ \t]*+\d++[ \t]*+(?:[:.)\-][ \t]*+)?+)?+(?:\d++[.)][ \t]*+)?+"
+    r"(?:[*_`]++[ \t]*+)?+(?P<name>" + _NAMES + r")(?:[ \t]++slot)?+[ \t]*+(?:[*_`]++[ \t]*+)?+"
+    r"(?:[:=\-][ \t]*+(?:[*_`]++[ \t]*+)?+|$)",
+    re.ASCII | re.IGNORECASE | re.MULTILINE,
 )
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
 _MAX_TRACE_CHARS = 1_000_000  # traces beyond this are scanned only up to it (fail-closed, fast)
@@ -66,7 +88,6 @@ class SlotParse:
 
 
 _PARAGRAPH = re.compile(r"\n[ \t]*\n")
-_EMPHASIS = re.compile(r"^[*_`]+|[*_`]+$")
 
 
 def _clean_value(value: str) -> str:
@@ -78,40 +99,56 @@ def _clean_value(value: str) -> str:
         value = _PARAGRAPH.split(value, maxsplit=1)[0]
         value = "\n".join(ln.strip() for ln in value.splitlines() if ln.strip())
     if value and (value[0] in "*_`" or value[-1] in "*_`"):
-        value = _EMPHASIS.sub("", value).strip()
+        # str.strip, not a regex: `[*_`]+$` retried at each star of a long run is quadratic.
+        value = value.strip("*_`").strip()
     return value
 
 
-# Lines whose first word could start a slot header (a C-speed prefilter for the full header regex).
+# Lines whose first word could start a slot header (a C-speed prefilter for the full header regex:
+# every character _HEADER allows before the name is in the class, and every name or "step" starts
+# with one of the prefixes).
 _CANDIDATE_LINE = re.compile(
-    r"^[ \t>#*_`\-+0-9.)]*(?:gra|que|str|der|res|ans|con|com|fin|ste)", re.IGNORECASE | re.MULTILINE
+    r"^[ \t>#*_`\-+0-9.)]*+(?:gra|que|str|der|res|ans|con|com|fin|ste)", re.ASCII | re.IGNORECASE | re.MULTILINE
 )
 
 
-def _header_matches(trace: str) -> list[re.Match]:
-    """Header matches, testing the full regex only on lines whose first word could be a slot name."""
-    out = []
+def _slot_of(m: re.Match) -> str | None:
+    """The slot a header names; None for a name that is no alias (never raises)."""
+    name = m.group("name").upper()
+    return SLOT_ALIASES.get(name) or SLOT_ALIASES.get(name.replace("_", " "))
+
+
+def _headers(trace: str) -> list[tuple[re.Match, str]]:
+    """(header match, slot) of the headers that are read: those of the last complete block, or of
+    the whole trace when it has none (see the module docstring). The full regex is tested only on
+    lines whose first word could be a slot name."""
+    found: list[tuple[re.Match, str]] = []
     for c in _CANDIDATE_LINE.finditer(trace):
         start = c.start()
         end = trace.find("\n", start)
         m = _HEADER.match(trace, start, len(trace) if end < 0 else end)
         if m:
-            out.append(m)
-    return out
-
-
-def _slot_of(m: re.Match) -> str:
-    name = m.group("name").upper()
-    return SLOT_ALIASES.get(name) or SLOT_ALIASES[re.sub(r"[ _]+", " ", name)]
+            slot = _slot_of(m)
+            if slot is not None:
+                found.append((m, slot))
+    # Walking back, the first GRAPH whose suffix names all six slots starts the last complete block.
+    # Headers after it stay in the block, so trailing junk cannot hide behind a new partial block.
+    suffix: set[str] = set()
+    for i in range(len(found) - 1, -1, -1):
+        suffix.add(found[i][1])
+        if found[i][1] == "GRAPH" and len(suffix) == len(SLOTS):
+            return found[i:]
+    return found
 
 
 def slot_spans(trace: str) -> dict[str, tuple[int, int]]:
     """Character span of each slot's raw value (first occurrence), as :func:`split_slots` sees it."""
-    matches = _header_matches(trace)
+    trace = trace[:_MAX_TRACE_CHARS]
+    headers = _headers(trace)
     spans: dict[str, tuple[int, int]] = {}
-    for i, m in enumerate(matches):
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(trace)
-        spans.setdefault(_slot_of(m), (m.end(), end))
+    for i, (m, slot) in enumerate(headers):
+        end = headers[i + 1][0].start() if i + 1 < len(headers) else len(trace)
+        spans.setdefault(slot, (m.end(), end))
     return spans
 
 
@@ -124,14 +161,13 @@ def split_slots(trace: str) -> SlotParse:
         return out
     if len(trace) > _MAX_TRACE_CHARS:
         trace = trace[:_MAX_TRACE_CHARS]
-    matches = _header_matches(trace)
+    headers = _headers(trace)
     seen: dict[str, int] = {}
-    for i, m in enumerate(matches):
-        slot = _slot_of(m)
+    for i, (m, slot) in enumerate(headers):
         seen[slot] = seen.get(slot, 0) + 1
         if seen[slot] > 2:  # already failed as duplicated/conflicting: skip the work
             continue
-        end = matches[i + 1].start() if i + 1 < len(matches) else len(trace)
+        end = headers[i + 1][0].start() if i + 1 < len(headers) else len(trace)
         limit = _MAX_SLOT_CHARS.get(slot, _MAX_OTHER_SLOT_CHARS)
         value = _clean_value(trace[m.end() : min(end, m.end() + limit + 1000)])
         if seen[slot] == 1:
@@ -151,7 +187,8 @@ def split_slots(trace: str) -> SlotParse:
     return out
 
 
-_KEY = re.compile(r"(?:^|[;,\s(\n])([A-Za-z_][A-Za-z0-9_]*)\s*(?:=|:(?![:=]))\s*")
+# Possessive: the key, the blanks and the '='/':' use disjoint characters (linear on any text).
+_KEY = re.compile(r"(?:^|[;,\s(\n])([A-Za-z_][A-Za-z0-9_]*+)\s*+(?:=|:(?![:=]))\s*+")
 _BRACKET = re.compile(r"[{}\[\]()]")
 
 
@@ -189,7 +226,11 @@ def parse_kv(text: str) -> dict[str, str]:
     return dict(_parse_kv_cached(text))
 
 
-_CALL = re.compile(r"^\s*`?(?P<op>[A-Za-z_][A-Za-z0-9_.]*)\s*\((?P<args>.*)\)\s*`?\s*\.?\s*$", re.DOTALL)
+# The tail after the last ')' is possessive: `\s*`?\s*\.?\s*$` split a blank run three ways, cubic
+# on `op() <2,000 blanks> x` (20 s).
+_CALL = re.compile(
+    r"^\s*+`?+(?P<op>[A-Za-z_][A-Za-z0-9_.]*+)\s*+\((?P<args>.*)\)\s*+`?+\s*+\.?+\s*+$", re.DOTALL
+)
 
 
 def parse_call(text: str) -> tuple[str, dict[str, str]]:

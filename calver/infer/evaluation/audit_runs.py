@@ -12,7 +12,7 @@ import numpy as np
 
 from calver.infer.evaluation.audits import LADDER, corrupt_graph, damage_witness, rename_nodes, swap_answer
 from calver.infer.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
-from calver.infer.evaluation.metrics import calver_index, plurality_index, selected_correct
+from calver.infer.evaluation.metrics import calver_index, plurality_index, selected_correct, unit_parsed
 from calver.infer.evaluation.table import UnitFacts
 from calver.verifier import Problem, ProblemError, get_family, score
 
@@ -113,10 +113,11 @@ def graph_ladder(units: Sequence[UnitFacts], rungs: Sequence[str] = LADDER, *, f
         idx = []
         for u in units:
             if rung == "clean":
-                idx.append(calver_index(u.totals))
+                idx.append(calver_index(u.totals, parsed=unit_parsed(u)))
                 continue
             p2 = corrupted[(u.problem_id, rung)]
-            idx.append(calver_index([score(t, p2).total for t in u.texts]))
+            sc = [score(t, p2) for t in u.texts]
+            idx.append(calver_index([s.total for s in sc], parsed=[s.answer is not None for s in sc]))
         cal = selected_correct(units, idx)
         ci = paired_diff_ci(cal, plur, clusters, draws=draws, seed=seed)
         lift = ci["mean_diff"]

@@ -11,7 +11,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from calver.infer.evaluation.table import UnitFacts, is_correct
-from calver.infer.selectors.base import Selection, earliest_max, plurality
+from calver.infer.selectors.base import Selection, plurality
 from calver.verifier import TIE_RULES, select_from_scores
 
 
@@ -28,30 +28,35 @@ def plurality_index(keys: Sequence[Hashable | None]) -> int:
     return plurality(keys)[0]
 
 
-def calver_index(totals: Sequence[int], tie: str = "first", correct: Sequence[bool] | None = None) -> int:
-    """Earliest candidate with the maximum score (``first``, deployed: the CALVER selector's
-    :func:`~calver.infer.selectors.earliest_max`). ``best``/``worst`` resolve score ties by graded
-    correctness (:func:`calver.verifier.select_from_scores`): a tie-rule audit that reads labels,
-    never a selector."""
+def calver_index(totals: Sequence[int], tie: str = "first", correct: Sequence[bool] | None = None,
+                 parsed: Sequence[bool] | None = None) -> int:
+    """CALVER (:func:`calver.verifier.select_from_scores`, the rule the CALVER selector applies):
+    among the candidates with the maximum score, the earliest whose ANSWER parsed (``parsed``; None:
+    all count as parsed), else the earliest (``first``, deployed). ``best``/``worst`` resolve score
+    ties by graded correctness: a tie-rule audit that reads labels, never a selector."""
     if tie not in TIE_RULES:
         raise ValueError(f"tie must be one of {TIE_RULES}, got {tie!r}")
     totals = [int(t) for t in totals]
-    if tie == "first":
-        return earliest_max(totals)
-    if correct is None:
+    if tie != "first" and correct is None:
         raise ValueError("tie rules best/worst need correctness")
-    return int(select_from_scores(totals, tie, correct=[bool(c) for c in correct]))
+    return int(select_from_scores(totals, tie, correct=None if correct is None else [bool(c) for c in correct],
+                                  parsed=None if parsed is None else [bool(p) for p in parsed]))
+
+
+def unit_parsed(u: UnitFacts) -> list[bool] | None:
+    """Whether each candidate's ANSWER parsed (None when the unit carries no parsed answers)."""
+    return [a is not None for a in u.answers] if len(u.answers) == u.k else None
 
 
 BUILTIN_SELECTORS = {
     "first": lambda u: first_index(u),
     "plurality": lambda u: plurality_index(u.answer_keys),
-    "calver": lambda u: calver_index(u.totals, "first"),
+    "calver": lambda u: calver_index(u.totals, "first", parsed=unit_parsed(u)),
 }
 TIE_AUDIT = {
-    "calver_first": lambda u: calver_index(u.totals, "first", u.correct),
-    "calver_best": lambda u: calver_index(u.totals, "best", u.correct),
-    "calver_worst": lambda u: calver_index(u.totals, "worst", u.correct),
+    "calver_first": lambda u: calver_index(u.totals, "first", u.correct, unit_parsed(u)),
+    "calver_best": lambda u: calver_index(u.totals, "best", u.correct, unit_parsed(u)),
+    "calver_worst": lambda u: calver_index(u.totals, "worst", u.correct, unit_parsed(u)),
 }
 
 

@@ -31,7 +31,7 @@ from calver.infer.firewall import SelectorView, make_views
 from calver.infer.pool import Pool
 from calver.infer.refine.feedback import feedback_for
 from calver.infer.sample import prompt_messages
-from calver.verifier import SLOTS, score
+from calver.verifier import SLOTS, score, select_from_scores
 
 MAX_SCORE = len(SLOTS)
 
@@ -103,9 +103,9 @@ def _cand(text: str, n_tok: int, origin: str, rnd: int, view: SelectorView) -> C
 
 
 def calver_pick(cands: Sequence[Cand]) -> int:
-    """CALVER's deployed rule: the earliest candidate with the maximum score."""
-    best = max(c.total for c in cands)
-    return next(i for i, c in enumerate(cands) if c.total == best)
+    """CALVER's deployed rule (:func:`calver.verifier.select_from_scores`): among the candidates
+    with the maximum score, the earliest whose ANSWER parsed, else the earliest."""
+    return select_from_scores([c.total for c in cands], parsed=[c.answer is not None for c in cands])
 
 
 def current_best(cands: Sequence[Cand]) -> int:

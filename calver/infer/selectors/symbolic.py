@@ -10,7 +10,7 @@ from calver.infer.firewall import SelectorView
 from calver.infer.selectors.base import ScalarSelector, Selection, Selector, answer_key, earliest_max, plurality
 from calver.verifier import SLOTS, GraphError, Problem, ProblemError, TraceScore, get_family, score, split_slots
 from calver.verifier.contract import parse_call
-from calver.verifier.scoring import check_query
+from calver.verifier.scoring import check_query, select_from_scores
 
 
 # ---- shared per-view computations (memoized on the view) ----------------------------------------
@@ -122,12 +122,18 @@ class MedoidSelector(Selector):
 
 
 class CalverSelector(ScalarSelector):
-    """CALVER: the earliest candidate with the maximum six-bit score (the deployed ``first`` tie rule)."""
+    """CALVER: among the candidates with the maximum six-bit score, the earliest whose ANSWER parsed,
+    else the earliest (the deployed ``first`` rule, :func:`calver.verifier.select_from_scores`)."""
 
     name = "calver"
 
     def candidate_scores(self, view: SelectorView) -> list[float]:
         return [float(ts.total) for ts in candidate_scores(view)]
+
+    def select(self, view: SelectorView) -> Selection:
+        ts = candidate_scores(view)
+        idx = select_from_scores([t.total for t in ts], "first", parsed=[t.answer is not None for t in ts])
+        return Selection(idx, tuple(float(t.total) for t in ts))
 
 
 # ---- structure-only control --------------------------------------------------------------------
