@@ -131,7 +131,7 @@ def _matrix_rows(text: str):
             if m.lastgroup == "bad":
                 raise _bad(m.group(), text, off + m.start(), "adjacency matrix")
             if m.lastgroup != "s":
-                cells.append((m.group().strip("\"'") if m.lastgroup == "q" else m.group(), m.lastgroup == "q"))
+                cells.append((m.group()[1:-1] if m.lastgroup == "q" else m.group(), m.lastgroup == "q"))
         if cells:
             rows.append((ln, cells))
         off += len(line) + 1
@@ -245,7 +245,11 @@ def _parse_graphml(text: str, hint=None):
 _DOT_TOK = re.compile(r"""(?P<ws>\s+)|(?P<com>//[^\n]*|\#[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
  |(?P<str>"(?:[^"\\]|\\.)*")|(?P<op><->|->|--)|(?P<id>[^\W\d]\w*|-?(?:\.\d+|\d+(?:\.\d*)?))
  |(?P<p>[{}\[\];,=:])|(?P<bad>.)""", re.X | re.S)
-_DOT_HEAD = re.compile(r"(?:\s|//[^\n]*|\#[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*(?:strict\s+)?(?:di)?graph\b\s*(?:\w+|\"[^\"\n]*\")?\s*\{", re.I)
+# Linear on hostile input (no possessive quantifiers before 3.11): a line comment must run to the end
+# of its line, so ``####`` has one reading, not 2^n; the optional id owns its trailing blanks.
+_DOT_HEAD = re.compile(r"(?:\s|//[^\n]*(?![^\n])|\#[^\n]*(?![^\n])|/\*(?:[^*]|\*(?!/))*\*/)*"
+                       r"(?:strict\s+)?(?:di)?graph\b\s*(?:(?:\w+|\"[^\"\n]*\")\s*)?\{", re.I)
+_DOT_ESC = re.compile(r'\\(["\\\n])')
 
 
 def _parse_dot(text: str, hint=None):
@@ -256,17 +260,20 @@ def _parse_dot(text: str, hint=None):
             continue
         if k == "bad":
             raise _bad(v, text, m.start(), "DOT", " (unterminated comment?)" if v == "/" else "")
-        k, v = ("id", v[1:-1].replace('\\"', '"').replace("\\\n", "")) if k == "str" else (k, v)
-        toks.append((k, v, m.start()))
+        # quoted ids: \" and \\ are escapes, backslash-newline continues the line, any other
+        # backslash is literal; a quoted id is never a keyword ("subgraph" may name a node)
+        quoted = k == "str"
+        k, v = ("id", _DOT_ESC.sub(lambda e: e[1].strip("\n"), v[1:-1])) if quoted else (k, v)
+        toks.append((k, v, m.start(), quoted))
         if len(toks) > 8 * MAX_EDGES:
             raise ParseError("DOT text too long")
-    toks.append(("eof", "", len(text)))
+    toks.append(("eof", "", len(text), False))
     nodes, d, b = [], [], []
     pos = [0]
 
     def at(kind, val=None, off=0):
         t = toks[min(pos[0] + off, len(toks) - 1)]
-        return t[0] == kind and (val is None or t[1].lower() == val)
+        return t[0] == kind and (val is None or (not t[3] and t[1].lower() == val))
 
     def take(kind, val=None):
         t = toks[pos[0]]
@@ -309,7 +316,8 @@ def _parse_dot(text: str, hint=None):
             raise ParseError("DOT subgraphs nested too deeply")
         dflt, seen = dict(dflt), []
         while not at("p", "}") and not at("eof"):
-            if at("id") and toks[pos[0]][1].lower() in ("graph", "node", "edge") and at("p", "[", 1):
+            t = toks[pos[0]]
+            if t[0] == "id" and not t[3] and t[1].lower() in ("graph", "node", "edge") and at("p", "[", 1):
                 which, a = take("id").lower(), attrs()
                 dflt.update(a if which == "edge" else {})
             elif at("id") and at("p", "=", 1):
@@ -402,7 +410,7 @@ def _parse_prose(text: str, hint=None):
     for m in _prose_lexer(tuple(hint or ())).finditer(text + "\n"):
         k, v = m.lastgroup, m.group()
         if k != "s":
-            sent.append((k, v.strip('"“”') if k == "q" else v))
+            sent.append((k, v[1:-1] if k == "q" else v))  # strip only the quote pair: 'a"' stays 'a"'
             continue
         _prose_sentence(sent, known, nodes, d, b)
         sent = []
@@ -474,6 +482,12 @@ def _prose_sentence(toks, known, nodes, d, b):
             subs, kind, j = src, "fwd", j2 + 1
         objs, _, end = fwd_list(j) if kind != "bi" else ([], 0, j)
         floor = max(floor, end) if kind != "decl" else floor
+        # size the relation before building it: a list-times-list sentence is quadratic (audit B3)
+        group = len(subs if kind == "bi" else objs)
+        n = {"decl": group, "fwd": len(subs) * group, "rev": len(subs) * group, "biw": len(subs) * group}.get(
+            kind, group * (group - 1) // 2)
+        if n + len(d) + len(b) > MAX_EDGES:
+            raise ParseError("too many edges in prose")
         if kind == "decl":
             pairs = [(o, o, "n") for o in objs]
         elif kind in ("fwd", "rev"):
@@ -482,8 +496,6 @@ def _prose_sentence(toks, known, nodes, d, b):
             pairs = [(s, o, "bi") for s in subs for o in objs]
         else:
             pairs = [(x, y, "bi") for x, y in combinations(subs if kind == "bi" else objs, 2)]
-        if len(pairs) > MAX_EDGES:
-            raise ParseError("too many edges in prose")
         for s, o, t in pairs:
             if known is not None and (s not in known or o not in known):
                 continue

@@ -34,7 +34,9 @@ Decisions:
   undirected edge without such data is an error.
 * DOT: ``dir=both``, an ``arrowtail`` other than none (dir unset), ``<->`` make a bidirected edge;
   ``dir=back`` reverses; ``dir=none`` or a bare ``--`` is an error; ``style=dashed`` alone does not
-  change the type; subgraphs are flattened (``A -> {B C}`` gives both edges); comments ignored.
+  change the type; subgraphs are flattened (``A -> {B C}`` gives both edges); comments ignored.  In a
+  quoted id ``\\"`` and ``\\\\`` are escapes and any other backslash is literal; a quoted id is never a
+  keyword (``"subgraph"`` names a node).
 * Prose: sentence-level phrases (causes/affects/leads to/is caused by/share a hidden common cause/
   are confounded/there is an edge from A to B/the variables are ...); unrecognised sentences are
   ignored; nothing recognised at all is an error.  A lone capital letter (``A``, ``I``) is a name.
@@ -66,7 +68,9 @@ _CACHE_MAX_CHARS = 65_536
 
 
 # ---- CLEAR sentence -------------------------------------------------------------------------
-_CLEAR_HEAD = re.compile(r"\s*given\s+(?:an?\s+)?(?P<what>[^\n]{0,120}?)\s+with\s+(?:the\s+)?"
+# ``what`` starts and ends on a non-blank, so no run of blanks splits two ways between it and the
+# ``\s+`` around it (the old ``\s+[^\n]{0,120}?\s+`` was cubic on "given" + 20k spaces).
+_CLEAR_HEAD = re.compile(r"\s*given\s+(?:an?\s+)?(?P<what>\S(?:[^\n]{0,118}?\S)?)\s+with\s+(?:the\s+)?"
                          r"(?:nodes|vertices|variables)\b\s*:?", re.I)
 _CLEAR_KEY = re.compile(r"(?: ?, ?| )(?:and )?(?:(?P<no>no )?(?P<t>bi-?directed|directed) edges?\b"
                         r"|(?P<none>no edges?)\b)(?: ?:)?", re.I)
