@@ -1,6 +1,6 @@
 """Knights-and-knaves puzzles with a unique solution.
 
-``generate_kk(n_people, idx, seed)`` draws (with ``random.Random(seed + idx)``) 2–8 people with
+``generate_kk(n_people, idx, seed)`` draws (with the string-keyed per-item rng ``item_rng``) 2–8 people with
 varied names, a role pair (knights/knaves, truth-tellers/liars, angels/devils, ...), a hidden
 assignment, and one statement per speaker — mostly compound (and / or / not / implication /
 iff over literals) and true exactly when the speaker is truthful — until the puzzle has exactly
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from random import Random
 
+from calver.data_gen.generators import item_rng
 from calver.verifier.logic import (
     ROLE_PAIRS,
     Atom,
@@ -120,10 +121,10 @@ def render_statement(f: Formula, speaker: str, good: str, bad: str, rng: Random)
 
 # ---- puzzles --------------------------------------------------------------------------------------------
 def generate_kk(n_people: int, idx: int, seed: int = 0, max_tries: int = 2000) -> Problem:
-    """One unique-solution puzzle with ``n_people`` (2–8; up to 10 supported) people, seeded by ``seed + idx``."""
+    """One unique-solution puzzle with ``n_people`` (2–8; up to 10 supported) people, seeded per ``(n_people, seed, idx)``."""
     if not MIN_PEOPLE <= n_people <= MAX_PEOPLE:
         raise ValueError(f"n_people must be in [{MIN_PEOPLE}, {MAX_PEOPLE}], got {n_people}")
-    rng = Random(seed + idx)
+    rng = item_rng(f"knights_knaves/{n_people}", seed, idx)  # string-keyed: (seed, idx) pairs never share an rng
     people = rng.sample(NAMES, n_people)
     good, bad = rng.choice(ROLE_PAIRS)
     tt = TruthTable(people)

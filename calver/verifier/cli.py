@@ -43,27 +43,69 @@ def add_commands(sub) -> None:
     p.set_defaults(func=run_verify)
 
 
+def _fail(msg: str) -> int:
+    """One line on stderr (the message is flattened and capped: it may quote hostile input), exit 2."""
+    line = " ".join(str(msg).split())
+    print(f"calver verify: {line[:500]}", file=sys.stderr)
+    return 2
+
+
+def load_problem(path: str):
+    """Read, parse and validate a problem file; raises ``ProblemError`` (naming the field or the file
+    defect) for anything malformed, so the CLI never prints a traceback for a bad problem."""
+    from calver.verifier import Problem, ProblemError, get_family
+
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProblemError(f"file: not UTF-8 (byte {e.start})") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProblemError(f"file: not JSON: {e}") from None
+    except RecursionError:
+        raise ProblemError("file: JSON nested too deeply") from None
+    try:
+        problem = Problem.from_dict(d)
+    except RecursionError:
+        raise ProblemError("file: JSON nested too deeply") from None
+    try:
+        family = get_family(problem.task)
+    except KeyError as e:
+        raise ProblemError(f"field 'task': {e.args[0]}") from None
+    try:
+        family.normalize_query(problem)  # the family's load-time validation (query, data, graph)
+        family.verification_object(problem)
+    except ProblemError:
+        raise
+    except (TypeError, ValueError, KeyError, RecursionError) as e:  # a family that does not name the field
+        raise ProblemError(f"task {problem.task!r}: malformed problem ({type(e).__name__}: {e})") from None
+    return problem, family
+
+
 def run_verify(args) -> int:
-    from calver.verifier import Problem, ProblemError, grade, score
+    from calver.verifier import ProblemError, grade, score
 
     try:
-        with open(args.problem, encoding="utf-8") as fh:
-            problem = Problem.from_dict(json.load(fh))
-    except (OSError, json.JSONDecodeError, ProblemError) as e:
-        print(f"calver verify: bad problem file {args.problem}: {e}", file=sys.stderr)
-        return 2
+        problem, family = load_problem(args.problem)
+    except OSError as e:
+        return _fail(f"bad problem file {args.problem}: {e.strerror or e}")
+    except ProblemError as e:
+        return _fail(f"bad problem: {e}")
     try:
         trace = sys.stdin.read() if args.trace == "-" else open(args.trace, encoding="utf-8", errors="replace").read()
     except OSError as e:
-        print(f"calver verify: cannot read trace {args.trace}: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"cannot read trace {args.trace}: {e.strerror or e}")
     try:
         result = score(trace, problem)
+        out = result.to_dict()
+        if args.grade:
+            if family.verification_object(problem) is None:
+                raise ProblemError("field 'graph': --grade needs the problem's source graph")
+            out["correct"] = bool(result.answer is not None and grade(problem, result.answer))
     except ProblemError as e:
-        print(f"calver verify: bad problem: {e}", file=sys.stderr)
-        return 2
-    out = result.to_dict()
-    if args.grade:
-        out["correct"] = bool(result.answer is not None and grade(problem, result.answer))
+        return _fail(f"bad problem: {e}")
     print(json.dumps(out, indent=2, sort_keys=True))
     return 0

@@ -87,6 +87,14 @@ _KEYWORDS = {"and": "and", "or": "or", "not": "not", "iff": "<->", "implies": "-
              "true": "true", "false": "false", "knight": "knight", "knave": "knave"}
 
 
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def is_person_name(name: object) -> bool:
+    """A name the grammar can write inside knight(...): an identifier that is not a keyword."""
+    return isinstance(name, str) and bool(_NAME.fullmatch(name)) and name.lower() not in _KEYWORDS
+
+
 def tokenize(text: str) -> list[tuple[str, str, int]]:
     """(kind, value, position) tokens; kind is 'op', 'name'. Raises ValueError on a bad character."""
     out: list[tuple[str, str, int]] = []
@@ -265,6 +273,21 @@ def says(speaker: str, statement: Formula) -> Formula:
     return Bin("<->", Atom(speaker, True), statement)
 
 
+def speakers(f: Formula) -> list[str]:
+    """Who ``f`` can be attributed to: the S of ``lit(S) <-> φ`` or ``φ <-> lit(S)``, where lit(S) is
+    knight(S) or knave(S) under any number of ``not`` (left side first; [] if ``f`` is no such iff).
+    The attribution only groups formulas by person; the formula itself is compared by truth table."""
+    if not (isinstance(f, Bin) and f.op == "<->"):
+        return []
+    out: list[str] = []
+    for side in (f.left, f.right):
+        while isinstance(side, Not):
+            side = side.arg
+        if isinstance(side, Atom) and side.name not in out:
+            out.append(side.name)
+    return out
+
+
 # ---- truth tables ----------------------------------------------------------------------------------
 class TruthTable:
     """Truth tables over the 2^n assignments of ``people`` as Python-int bitsets."""
@@ -283,8 +306,11 @@ class TruthTable:
         self.atom: dict[str, int] = {}
         for i, p in enumerate(people):
             h = 1 << i  # run length of equal bits
-            block = ((1 << h) - 1) << h  # h zeros then h ones
-            self.atom[p] = block * (self.full // ((1 << (2 * h)) - 1))
+            t, width = ((1 << h) - 1) << h, 2 * h  # h zeros then h ones, repeated by doubling:
+            while width < self.size:  # shifts and ORs only (a big-int division took seconds at 20 people)
+                t |= t << width
+                width *= 2
+            self.atom[p] = t
 
     def table(self, f: Formula) -> int:
         if isinstance(f, Atom):
@@ -360,33 +386,80 @@ def evaluate(f: Formula, assignment: dict[str, bool]) -> bool:
 
 
 # ---- assignments (STRATEGY / ANSWER objects) -----------------------------------------------------------
-_PAIR = re.compile(
-    r"^\s*(?P<name>[A-Za-z][A-Za-z0-9_]*)\s*(?:=|:|\bis\s+an?\b|\bis\b|-)\s*(?P<role>[A-Za-z][A-Za-z \-]*?)\s*$", re.IGNORECASE
-)
+# Linear-time by construction: the name/separator prefix is unambiguous and the role is the rest of
+# the item, validated by one single-class pattern (no lazy group against ``\s*$``: that was quadratic).
+_PAIR = re.compile(r"(?P<name>[A-Za-z][A-Za-z0-9_]*)\s*(?:=|:|-|\bis\b)(?P<role>.*)", re.IGNORECASE | re.DOTALL)
+_ROLE = re.compile(r"[A-Za-z][A-Za-z \-]*")
+_ARTICLE = re.compile(r"(?:an?|the)\s+")
+_RESERVED_ROLE_WORDS = {"true", "false", "t", "f", "and", "is", "a", "an", "the", "not", "knight", "knave"}
 
 
-def parse_assignment(text: str) -> dict[str, bool]:
-    """``A=knight, B=knave`` (also ``A: knave``, ``A is a liar``, any role pair of ROLE_PAIRS,
-    ``true``/``false``; separators ``,`` ``;`` newlines ``and``). Raises ValueError."""
+def role_forms(word: str) -> set[str]:
+    """The spellings of a role word an assignment may use: case-folded, plural, hyphen/space variants."""
+    w = " ".join(word.lower().split())
+    forms = {w, w + "s", w + "es"}
+    if w.endswith("y"):
+        forms.add(w[:-1] + "ies")
+    return forms | {f.replace("-", "") for f in forms} | {f.replace("-", " ") for f in forms}
+
+
+def role_vocabulary(truthful: str, lying: str, people: Iterable[str] = ()) -> dict[str, bool]:
+    """The extra role words of a puzzle declaring ``(truthful, lying)`` (truthful ↔ knight, lying ↔
+    knave), beyond :data:`ROLE_WORDS`. Raises ValueError when a word could be read two ways: the two
+    roles share a spelling, a word is a built-in role word of the opposite side or a reserved word,
+    or it spells a person's name."""
+    out: dict[str, bool] = {}
+    names_lower = {str(p).lower() for p in people}
+    both = {}
+    for word, value in ((truthful, True), (lying, False)):
+        if not isinstance(word, str) or not _ROLE.fullmatch(word.strip()) or len(word) > 40:
+            raise ValueError(f"role {word!r} must be a word of letters, spaces or hyphens (at most 40 characters)")
+        if _ARTICLE.match(word.strip().lower()) or re.search(r"\band\b", word, re.IGNORECASE):
+            raise ValueError(f"role {word!r} must not start with an article or contain 'and'")
+        both[value] = role_forms(word)
+    clash = both[True] & both[False]
+    if clash:
+        raise ValueError(f"the truthful and lying roles share the spelling {sorted(clash)[0]!r}")
+    for value, forms in both.items():
+        for f in forms:
+            if ROLE_WORDS.get(f, value) != value:
+                raise ValueError(f"role word {f!r} is the built-in word for the {'lying' if value else 'truthful'} role")
+            if f in names_lower:
+                raise ValueError(f"role word {f!r} is also a person's name")
+            if f in _RESERVED_ROLE_WORDS and ROLE_WORDS.get(f) is None:
+                raise ValueError(f"role word {f!r} is reserved")
+            if f not in ROLE_WORDS:
+                out[f] = value
+    return out
+
+
+def parse_assignment(text: str, roles: dict[str, bool] | None = None) -> dict[str, bool]:
+    """``A=knight, B=knave`` (also ``A: knave``, ``A is a liar``, any role pair of ROLE_PAIRS, the
+    extra words ``roles`` (a :func:`role_vocabulary`), ``true``/``false``; separators ``,`` ``;``
+    newlines ``and``). Raises ValueError."""
     body = text.strip().strip("{}[]().*`").strip()
     if not body:
         raise ValueError("empty assignment")
     parts = [p for p in re.split(r"[,;\n]|\band\b", body) if p.strip()]
     out: dict[str, bool] = {}
     for part in parts:
-        m = _PAIR.match(part.strip().rstrip("."))
+        item = part.strip().rstrip(".")
+        m = _PAIR.fullmatch(item)
         if not m:
-            raise ValueError(f"{part.strip()[:40]!r} is not of the form NAME=knight / NAME=knave")
-        role = m.group("role").strip().lower()
-        role = re.sub(r"^(?:an?|the)\s+", "", role)
+            raise ValueError(f"{item[:40]!r} is not of the form NAME=knight / NAME=knave")
+        raw = m.group("role").strip()
+        role = " ".join(raw.lower().split())
+        role = role[_ARTICLE.match(role).end():] if _ARTICLE.match(role) else role
         if role in ("true", "t", "1"):
             val = True
         elif role in ("false", "f", "0"):
             val = False
-        elif role in ROLE_WORDS:
+        elif _ROLE.fullmatch(role) and role in ROLE_WORDS:
             val = ROLE_WORDS[role]
+        elif roles and role in roles:
+            val = roles[role]
         else:
-            raise ValueError(f"unknown role {m.group('role')!r} for {m.group('name')}")
+            raise ValueError(f"unknown role {raw[:40]!r} for {m.group('name')}")
         name = m.group("name")
         if name in out and out[name] != val:
             raise ValueError(f"{name} is given two different roles")

@@ -9,6 +9,21 @@ from typing import Any
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 
 MODES = ("supplied", "constructed")
+# (field, accepted JSON types, description) for Problem.from_dict
+_FIELD_TYPES = (
+    ("task", str, "a task name (a string)"),  # required: also refused when null (below)
+    ("query", dict, "an object"),
+    ("graph", (str, dict, list), "graph text or a JSON edge list / parents map"),
+    ("graph_format", str, "a format name (a string)"),
+    ("graph_class", (str, GraphClass), "a graph class name (a string)"),
+    ("text", str, "a string"),
+    ("mode", str, "a string"),
+    ("variables", list, "a list of names"),
+    ("data", dict, "an object"),
+    ("meta", dict, "an object"),
+    ("id", (str, int), "a string"),
+    ("source_id", (str, int), "a string"),
+)
 
 
 class ProblemError(ValueError):
@@ -57,7 +72,14 @@ class Problem:
         if self.variables is None and self.graph is not None:
             self.variables = tuple(self.graph.nodes)
         elif self.variables is not None:
+            if isinstance(self.variables, (str, bytes)) or not isinstance(self.variables, (list, tuple)):
+                raise ProblemError(f"field 'variables' must be a list of names, got {type(self.variables).__name__}")
+            if not all(isinstance(v, str) and v for v in self.variables):
+                raise ProblemError("field 'variables' must hold non-empty strings only")
             self.variables = tuple(self.variables)
+        for name in ("data", "meta"):
+            if not isinstance(getattr(self, name), dict):
+                raise ProblemError(f"field {name!r} must be an object, got {type(getattr(self, name)).__name__}")
         if not self.source_id:
             self.source_id = self.id
 
@@ -79,6 +101,12 @@ class Problem:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ProblemError(f"unknown problem field(s): {', '.join(unknown)}")
+        # JSON field types, checked here so a wrong one is a ProblemError naming it, not a TypeError later.
+        if not isinstance(d["task"], str):
+            raise ProblemError(f"field 'task' must be a task name (a string), got {type(d['task']).__name__}")
+        for key, types, what in _FIELD_TYPES:
+            if d.get(key) is not None and not isinstance(d[key], types):
+                raise ProblemError(f"field {key!r} must be {what}, got {type(d[key]).__name__}")
         graph = None
         raw = d.get("graph")
         if raw is not None:
@@ -87,8 +115,10 @@ class Problem:
                 graph = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"))
             except GraphError as e:
                 raise ProblemError(f"field 'graph': {e}") from None
+            except (RecursionError, ValueError) as e:  # json.dumps of a hostile structure
+                raise ProblemError(f"field 'graph': not a usable graph ({type(e).__name__})") from None
         return cls(
-            task=str(d["task"]),
+            task=d["task"],
             query=dict(d["query"]) if isinstance(d["query"], dict) else d["query"],
             graph=graph,
             text=d.get("text"),

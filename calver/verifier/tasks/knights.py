@@ -10,65 +10,156 @@ grammar of :mod:`calver.verifier.logic`; a truth-table engine replaces the graph
     RESULT: consistent; models=1
     ANSWER: A=knave, B=knight
 
-Bits: b1 the constraints parse and mention only the puzzle's people (supplied mode: and are
-logically equivalent to the problem's statements); b2 QUERY binds the people and the question;
-b3 the STRATEGY assignment covers exactly the people and satisfies the constraints of G_ver (the
-trace's own constraints in constructed mode, the problem's in supplied mode); b4 the record names
-``truth_table`` and binds the people (``assignments``, if given, equals 2^n); b5 the declared
-verdict (consistent/inconsistent) and ``models=N`` equal the truth-table recomputation; b6 the
-ANSWER equals the STRATEGY assignment. Grading uses the puzzle's unique solution, computed from
-``data.statements`` (never from the trace).
+Bits: b1 the constraints parse, mention only the puzzle's people, and are — per person —
+logically equivalent to ``data.statements`` (both modes): each formula is attributed to the speaker S
+of ``knight(S) <-> φ`` / ``knave(S) <-> φ`` / ``φ <-> knight(S)``, and the conjunction of S's
+formulas must have the truth table of what S said (a silent person gets none; a formula no speaker
+heads fails); b2 QUERY binds the people and the question; b3 the STRATEGY assignment covers exactly
+the people and satisfies the puzzle's constraints (the source, never the trace's); b4 the record
+names ``truth_table`` and binds the people (``assignments``, if given, equals 2^n); b5 the declared
+verdict (consistent/inconsistent) and ``models=N`` equal the truth-table recomputation on the
+source; b6 the ANSWER equals the STRATEGY assignment. Assignments may use the puzzle's declared role
+words (``data.roles``: truthful ↔ knight, lying ↔ knave). Grading uses the puzzle's unique
+solution, computed from ``data.statements`` (never from the trace).
 """
 
 from __future__ import annotations
 
 import re
+from itertools import product
 from typing import Any
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
 from calver.verifier.logic import (
+    MAX_PEOPLE as _ENGINE_MAX_PEOPLE,
     Formula,
     TruthTable,
     count_models,
     format_assignment,
+    is_person_name,
     names,
     parse_assignment,
     parse_constraints,
     parse_formula,
+    role_vocabulary,
     says,
+    speakers,
     to_text,
 )
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import PASS, Check, TaskFamily, TraceContext, parse_bool, register
 
 QUESTIONS = ("roles",)
+MAX_PEOPLE = _ENGINE_MAX_PEOPLE  # a puzzle's people (2^n truth tables); larger puzzles are refused at load
+MAX_EXHAUSTIVE = 8  # ambiguous b1 attributions searched exhaustively (after the greedy pass) up to this many
 _CACHE: dict[int, tuple[Problem, dict[str, Any]]] = {}
+
+
+def _statement_list(speaker: str, said: Any) -> list[str]:
+    if isinstance(said, str):
+        return [said]
+    if isinstance(said, (list, tuple)) and all(isinstance(x, str) for x in said):
+        return list(said)
+    raise ProblemError(f"data field 'statements' ({speaker}): expected a formula string or a list of them, "
+                       f"got {type(said).__name__}")
 
 
 def problem_constraints(problem: Problem) -> tuple[tuple[str, ...], list[Formula]]:
     """The people and the constraints ``knight(S) <-> φ`` of ``data.statements``."""
+    people, by_speaker = _problem_statements(problem)
+    return people, [c for cons in by_speaker.values() for c in cons]
+
+
+def _problem_statements(problem: Problem) -> tuple[tuple[str, ...], dict[str, list[Formula]]]:
+    """Validated people and each speaker's constraints; every defect is a ProblemError naming the field."""
     data = problem.data
     people = data.get("people")
     if not isinstance(people, (list, tuple)) or not people:
         raise ProblemError("knights_knaves problem needs data field 'people' (a non-empty list)")
-    people = tuple(str(p) for p in people)
+    bad = [p for p in people if not is_person_name(p)]
+    if bad:
+        raise ProblemError(f"data field 'people': {str(bad[0])[:40]!r} is not a name the grammar can write "
+                           "(letters, digits, '_', starting with a letter; not a keyword)")
+    if len(people) > MAX_PEOPLE:
+        raise ProblemError(f"data field 'people': {len(people)} people; at most {MAX_PEOPLE} are supported")
+    if len(set(people)) != len(people):
+        dup = next(p for i, p in enumerate(people) if p in people[:i])
+        raise ProblemError(f"data field 'people' lists {dup!r} twice")
+    people = tuple(people)
     stmts = data.get("statements")
     if not isinstance(stmts, dict):
         raise ProblemError("knights_knaves problem needs data field 'statements' (speaker -> formula or list)")
-    out = []
+    out: dict[str, list[Formula]] = {}
     for speaker, said in stmts.items():
         if speaker not in people:
-            raise ProblemError(f"data field 'statements': speaker {speaker!r} is not one of the people")
-        for s in [said] if isinstance(said, str) else list(said):
+            raise ProblemError(f"data field 'statements': speaker {str(speaker)[:40]!r} is not one of the people")
+        for s in _statement_list(speaker, said):
             try:
-                f = parse_formula(str(s))
+                f = parse_formula(s)
             except ValueError as e:
                 raise ProblemError(f"data field 'statements' ({speaker}): {e}") from None
             unknown = names(f) - set(people)
             if unknown:
                 raise ProblemError(f"data field 'statements' ({speaker}) names unknown people: {', '.join(sorted(unknown))}")
-            out.append(says(speaker, f))
+            out.setdefault(speaker, []).append(says(speaker, f))
     return people, out
+
+
+def problem_roles(problem: Problem, people: tuple[str, ...]) -> dict[str, bool]:
+    """The extra role words of ``data.roles`` (``[truthful, lying]``); ProblemError if ambiguous."""
+    roles = problem.data.get("roles")
+    if roles is None:
+        return {}
+    if not isinstance(roles, (list, tuple)) or len(roles) != 2:
+        raise ProblemError("data field 'roles' must be [truthful role, lying role]")
+    try:
+        return role_vocabulary(roles[0], roles[1], people)
+    except ValueError as e:
+        raise ProblemError(f"data field 'roles': {e}") from None
+
+
+def attribute_constraints(formulas: list[Formula], tt: TruthTable, said: dict[str, int]) -> Check:
+    """b1: group ``formulas`` by speaker (:func:`~calver.verifier.logic.speakers`) so that, for every
+    person S, the conjunction of S's formulas has the truth table ``said[S]`` (S's statements; a silent
+    S, absent from ``said``, must get none). A formula may go to S only if S's statements imply it, so
+    each group can only shrink towards ``said[S]``; a formula headed on both sides by a person
+    (``knight(A) <-> knave(B)``) goes where it is needed (greedy, then exhaustive for a few)."""
+    full = tt.full
+    cur = {s: full for s in said}
+    ambiguous: list[tuple[int, list[str]]] = []
+    for k, f in enumerate(formulas, 1):
+        cands = speakers(f)
+        if not cands:
+            return Check.fail(f"CONSTRAINTS formula {k} ({to_text(f)[:60]}) is not of the form knight(S) <-> "
+                              "<what S said>, so it cannot be attributed to one speaker")
+        t = tt.table(f)
+        ok = [s for s in cands if s in said and not said[s] & (full ^ t)]
+        if not ok:
+            s = cands[0]
+            if s not in said and len(cands) == 1:
+                return Check.fail(f"CONSTRAINTS formula {k} gives {s} a statement, but {s} says nothing in the puzzle")
+            return Check.fail(f"CONSTRAINTS formula {k} is not equivalent to what {' or '.join(cands)} said in the puzzle")
+        if len(ok) == 1:
+            cur[ok[0]] &= t
+        else:
+            ambiguous.append((t, ok))
+    base = dict(cur)
+    for t, ok in ambiguous:  # greedy: to the first person whose group it still narrows
+        s = next((s for s in ok if cur[s] & t != cur[s]), ok[0])
+        cur[s] &= t
+    if any(cur[s] != said[s] for s in said) and 0 < len(ambiguous) <= MAX_EXHAUSTIVE:
+        for choice in product((0, 1), repeat=len(ambiguous)):
+            trial = dict(base)
+            for (t, ok), c in zip(ambiguous, choice):
+                trial[ok[c]] &= t
+            if all(trial[s] == said[s] for s in said):
+                return PASS
+    for s in tt.people:
+        if s in said and cur[s] != said[s]:
+            if cur[s] == full:
+                return Check.fail(f"CONSTRAINTS lack {s}'s statement")
+            return Check.fail(f"CONSTRAINTS for {s} are not equivalent to what {s} said in the puzzle")
+    return PASS
 
 
 @register
@@ -98,10 +189,14 @@ class KnightsKnaves(TaskFamily):
         hit = _CACHE.get(id(problem))
         if hit is not None and hit[0] is problem:
             return hit[1]
-        people, cons = problem_constraints(problem)
+        people, by_speaker = _problem_statements(problem)
+        roles = problem_roles(problem, people)
+        cons = [c for cs in by_speaker.values() for c in cs]
         tt = TruthTable(people)
-        sols = tt.solutions(cons)
-        info = {"people": people, "constraints": cons, "tt": tt, "solutions": sols}
+        said = {s: tt.models(cs) for s, cs in by_speaker.items()}  # per-speaker source tables (b1)
+        # the models as one bitset; solutions are decoded only for grading (a 20-person puzzle may have 2^20)
+        info = {"people": people, "constraints": cons, "tt": tt, "said": said, "roles": roles,
+                "table": tt.models(cons)}
         if len(_CACHE) > 4096:
             _CACHE.clear()
         _CACHE[id(problem)] = (problem, info)
@@ -117,17 +212,26 @@ class KnightsKnaves(TaskFamily):
         return q
 
     def verification_object(self, problem: Problem) -> list[Formula]:
-        """Supplied mode: the problem's own constraints."""
+        """The puzzle's own constraints, in both modes: the statements are always present, so K&K is
+        always grounded (b3-b5 never run on the trace's CONSTRAINTS)."""
         return self.info(problem)["constraints"]
 
     def solution(self, problem: Problem) -> dict[str, bool]:
-        sols = self.info(problem)["solutions"]
-        if len(sols) != 1:
-            raise ProblemError(f"knights_knaves puzzle has {len(sols)} solutions; grading needs exactly one")
-        return sols[0]
+        info = self.info(problem)
+        n = count_models(info["table"])
+        if n != 1:
+            raise ProblemError(f"data field 'statements': the puzzle has {n} solutions; grading needs exactly one")
+        return info["tt"].decode(info["table"].bit_length() - 1)
 
     def grade(self, problem: Problem, obj: Any) -> bool:
         return isinstance(obj, dict) and obj == self.solution(problem)
+
+    def object_for(self, problem: Problem, answer: Any) -> dict[str, bool]:
+        """An answer (text or mapping) read with the puzzle's own role words (``scoring.grade``)."""
+        roles = self.info(problem)["roles"]
+        if isinstance(answer, str):
+            return parse_assignment(answer, roles)
+        return self.coerce_object(answer, roles)
 
     def predicate(self, g: Any, query: dict[str, Any], obj: Any) -> Check:
         """``obj`` satisfies the constraint list ``g`` over the query's people."""
@@ -147,29 +251,25 @@ class KnightsKnaves(TaskFamily):
         return parse_constraints(text)
 
     def check_graph(self, trace_graph: Any, problem: Problem) -> Check:
+        """b1 (both modes): per person, the trace's formulas are equivalent to what that person said."""
         info = self.info(problem)
-        people = set(info["people"])
         used = set().union(*(names(f) for f in trace_graph)) if trace_graph else set()
-        unknown = sorted(used - people)
+        unknown = sorted(used - set(info["people"]))
         if unknown:
             return Check.fail(f"CONSTRAINTS name people not in the puzzle: {', '.join(unknown[:5])}")
-        if problem.mode == "supplied":
-            tt: TruthTable = info["tt"]
-            if tt.models(trace_graph) != tt.models(info["constraints"]):
-                return Check.fail("CONSTRAINTS are not equivalent to the puzzle's statements")
-        return PASS
+        return attribute_constraints(trace_graph, info["tt"], info["said"])
 
     # ---- objects --------------------------------------------------------------------------------------
     def parse_object(self, text: str) -> dict[str, bool]:
         return parse_assignment(text)
 
-    def coerce_object(self, obj: Any) -> dict[str, bool]:
+    def coerce_object(self, obj: Any, roles: dict[str, bool] | None = None) -> dict[str, bool]:
         if isinstance(obj, str):
-            return parse_assignment(obj)
+            return parse_assignment(obj, roles)
         if isinstance(obj, dict):
             out = {}
             for k, v in obj.items():
-                out[str(k)] = v if isinstance(v, bool) else parse_assignment(f"{k}={v}")[str(k)]
+                out[str(k)] = v if isinstance(v, bool) else parse_assignment(f"{k}={v}", roles)[str(k)]
             return out
         raise TypeError(f"expected an assignment, got {type(obj).__name__}")
 
@@ -182,18 +282,40 @@ class KnightsKnaves(TaskFamily):
     def _tt(self, ctx: TraceContext) -> TruthTable:
         return self.info(ctx.problem)["tt"]
 
-    # ---- bits -------------------------------------------------------------------------------------------
+    def _objects(self, ctx: TraceContext) -> None:
+        """Re-read STRATEGY/ANSWER with the puzzle's declared role words (the scorer's generic
+        ``parse_object`` knows only the built-in ones); once per trace."""
+        if ctx.extra.get("kk_roles_read"):
+            return
+        ctx.extra["kk_roles_read"] = True
+        roles = self.info(ctx.problem)["roles"]
+        if not roles:
+            return
+        for slot, attr in (("STRATEGY", "strategy"), ("ANSWER", "answer")):
+            text = ctx.slots.get(slot)
+            if text is None:
+                continue
+            try:
+                setattr(ctx, attr, parse_assignment(text, roles))
+                setattr(ctx, attr + "_error", "")
+            except ValueError as e:
+                setattr(ctx, attr, None)
+                setattr(ctx, attr + "_error", f"{slot} does not parse as an assignment: {e}")
+
+    # ---- bits (b3-b5 always on the puzzle's own constraints, never the trace's) --------------------------
     def check_strategy(self, ctx: TraceContext) -> Check:
+        self._objects(ctx)
         if ctx.strategy is None:
             return Check.fail(ctx.strategy_error or "STRATEGY does not parse")
-        if ctx.g_ver is None:
-            return Check.fail("no verification constraints: the trace's CONSTRAINTS slot is unusable")
-        tt = self._tt(ctx)
+        info = self.info(ctx.problem)
+        tt = info["tt"]
         try:
-            ok = tt.satisfies(ctx.g_ver, ctx.strategy)
+            ok = bool((info["table"] >> tt.code(ctx.strategy)) & 1)
         except ValueError as e:
             return Check.fail(f"STRATEGY: {e}")
-        return PASS if ok else Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates the constraints")
+        if ok:
+            return PASS
+        return Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates the puzzle's statements")
 
     def check_derivation(self, ctx: TraceContext) -> Check:
         args, check = self.derivation_call(ctx, ("people",))
@@ -206,7 +328,8 @@ class KnightsKnaves(TaskFamily):
         return PASS
 
     def declared_result(self, text: str) -> tuple[bool, int]:
-        m = re.match(r"\s*[*_`]*\s*([A-Za-z]+)\s*[*_`]*\s*[;,.:]?\s*(.*)$", text, re.DOTALL)
+        # one character class before the verdict: linear (``\s*[*_`]*\s*`` backtracked quadratically)
+        m = re.match(r"[\s*_`]*([A-Za-z]+)\s*[*_`]*\s*[;,.:]?\s*(.*)$", text, re.DOTALL)
         if not m:
             raise ValueError(f"RESULT has no verdict: {text[:40]!r}")
         verdict = parse_bool(m.group(1))
@@ -224,12 +347,11 @@ class KnightsKnaves(TaskFamily):
         if text is None:
             return Check.fail(ctx.slots.problems["RESULT"])
         verdict, models = self.declared_result(text)
-        if ctx.g_ver is None:
-            return Check.fail("no verification constraints to recompute the result on")
+        self._objects(ctx)
         if ctx.strategy is None:
             return Check.fail("no STRATEGY assignment to recompute consistency for")
-        tt = self._tt(ctx)
-        t = tt.models(ctx.g_ver)
+        info = self.info(ctx.problem)
+        tt, t = info["tt"], info["table"]
         try:
             actual = bool((t >> tt.code(ctx.strategy)) & 1)
         except ValueError as e:
@@ -243,6 +365,7 @@ class KnightsKnaves(TaskFamily):
         return PASS
 
     def check_answer(self, ctx: TraceContext) -> Check:
+        self._objects(ctx)
         if ctx.answer is None:
             return Check.fail(ctx.answer_error or "ANSWER does not parse")
         people = self.info(ctx.problem)["people"]
@@ -264,7 +387,7 @@ class KnightsKnaves(TaskFamily):
         """A trace with the problem's constraints proposing ``obj`` (default: the solution)."""
         info = self.info(problem)
         people, cons, tt = info["people"], info["constraints"], info["tt"]
-        assignment = self.solution(problem) if obj is None else self.coerce_object(obj)
+        assignment = self.solution(problem) if obj is None else self.object_for(problem, obj)
         t = tt.models(cons)
         consistent = bool((t >> tt.code(assignment)) & 1)
         return assemble_trace({
