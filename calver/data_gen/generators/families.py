@@ -208,20 +208,20 @@ def _q_intervention(rng, g, planted, variant, cfg) -> Iterator[dict]:
 
 def _q_path(rng, g, planted, variant, cfg) -> Iterator[dict]:
     """Distinct, preferably non-adjacent, pairs joined by some path of the skeleton."""
-    from calver.verifier.tasks.path import simple_paths
+    from calver.verifier.tasks.paths import shortest_path_length
 
     pairs = [(a, b) for a in g.nodes for b in g.nodes if a != b]
     pairs = _shuffled(rng, pairs)
     pairs.sort(key=lambda p: _adjacent(g, *p))  # non-adjacent first (stable: still shuffled)
     for a, b in pairs[: 3 * QUERIES_PER_GRAPH]:
-        if next(simple_paths(g, a, b, False), None) is not None:
+        if shortest_path_length(g, a, b) is not None:
             yield {"source": a, "target": b, "variant": variant}
 
 
 def _q_backdoor_path(rng, g, planted, variant, cfg) -> Iterator[dict]:
     """Treatments with an arrowhead into them; outcomes (descendants first) reached by a backdoor path."""
     from calver.verifier.primitives import descendants
-    from calver.verifier.tasks.path import simple_paths
+    from calver.verifier.tasks.paths import shortest_path_length
 
     xs = _shuffled(rng, [x for x in g.nodes if g.parents(x) or g.siblings(x)])
     for x in xs[:QUERIES_PER_GRAPH]:
@@ -229,7 +229,7 @@ def _q_backdoor_path(rng, g, planted, variant, cfg) -> Iterator[dict]:
         ys = _shuffled(rng, [y for y in g.nodes if y != x])
         ys.sort(key=lambda y: y not in de)
         for y in ys[:3]:
-            if next(simple_paths(g, x, y, True), None) is not None:
+            if shortest_path_length(g, x, y, backdoor=True) is not None:
                 yield {"treatment": x, "outcome": y, "variant": variant}
                 break
 

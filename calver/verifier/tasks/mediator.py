@@ -1,7 +1,14 @@
-"""`mediator`: mediators of X -> Y (nodes on a directed path X -> ... -> M -> ... -> Y).
+"""`mediator`: mediators of X -> Y.
+
+M (not X or Y) is a mediator iff some directed walk X -> ... -> M -> ... -> Y visits X only at its
+start and Y only at its end: M is reachable from X in G - {Y} and Y is reachable from M in G - {X}
+(:func:`~calver.verifier.primitives.mediators`). On a DAG that is "M lies on a directed path from X
+to Y"; on a cyclic graph a feedback loop through M counts, since it carries X's effect to Y (and
+whether M lies on a *simple* directed path is NP-complete to decide).
 
 Variants: ``any`` (one mediator, answered as a one-node set), ``direct`` (one one-hop mediator:
-X -> M -> Y edges), ``all`` (the set of all mediators).
+edges X -> M and M -> Y), ``all`` (the set of all mediators). Witness paths in the DERIVATION are
+such walks, written forwards (``X -> M -> Y``) or backwards (``Y <- M <- X``).
 """
 
 from __future__ import annotations
@@ -11,13 +18,33 @@ from typing import Any
 from calver.verifier.contract import format_path, format_set
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.registry import PASS, Check, register
-from calver.verifier.tasks.base import NodeSetFamily
+from calver.verifier.tasks.base import NodeSetFamily, cached_path, split_paths
+
+
+def walk_violation(g: CausalGraph, text: str, x: str, y: str) -> str | None:
+    """Why a witness text is not a directed walk of ``g`` from x to y meeting x only first and y
+    only last, or None. Edge existence raises (:func:`check_witness_paths` reports it first)."""
+    from calver.verifier.primitives import path_edges
+
+    nodes, types = cached_path(text)
+    nodes = list(nodes)
+    kinds = set(path_edges(g, nodes, types))  # an untyped list takes the graph's edge types
+    if kinds == {"<-"}:
+        nodes.reverse()
+    elif kinds != {"->"}:
+        return f"DERIVATION witness {text!r} is not a directed walk (its arrows must all point one way)"
+    if len(nodes) < 2 or nodes[0] != x or nodes[-1] != y or x in nodes[1:] or y in nodes[:-1]:
+        return (f"DERIVATION witness {text!r} is not a directed walk from {x} to {y} meeting {x} only first "
+                f"and {y} only last")
+    return None
 
 
 @register
 class Mediator(NodeSetFamily):
     name = "mediator"
-    description = "name mediators of the effect of treatment on outcome (nodes on a directed path between them)"
+    description = ("name mediators of the effect of treatment on outcome: nodes M on a directed walk treatment -> ... "
+                   "-> M -> ... -> outcome that meets treatment only at its start and outcome only at its end "
+                   "(on a DAG: on a directed path between them)")
     operation = "mediator_check"
     graph_classes = (GraphClass.DAG, GraphClass.ADMG, GraphClass.DIRECTED)
     variants = ("any", "direct", "all")
@@ -28,8 +55,10 @@ class Mediator(NodeSetFamily):
     bound_args = ("treatment", "outcome")
     example_query = {"treatment": "X", "outcome": "Y", "variant": "any"}
     slot_docs = {
-        "STRATEGY": "the mediator set, e.g. {M} (variant any/direct: exactly one node; all: every mediator)",
-        "DERIVATION": "mediator_check(treatment=X, outcome=Y, mediators={...}, paths=[X -> M -> Y | ...])",
+        "STRATEGY": "the mediator set, e.g. {M} (variant any: exactly one mediator; direct: exactly one M with "
+                    "edges X -> M and M -> Y; all: every mediator)",
+        "DERIVATION": "mediator_check(treatment=X, outcome=Y, mediators={...}, paths=[X -> M -> Y | ...]), each path "
+                      "a directed walk of the graph from X to Y meeting X and Y only at its ends",
         "RESULT": "valid or invalid (whether the set is a correct mediator answer)",
         "ANSWER": "the mediator set only",
     }
@@ -40,10 +69,7 @@ class Mediator(NodeSetFamily):
     def _mediators(self, g: CausalGraph, query) -> frozenset[str]:
         from calver.verifier.primitives import mediators
 
-        x, y = query["treatment"], query["outcome"]
-        if query["variant"] == "direct":
-            return frozenset(m for m in g.children(x) if m != y and g.has_edge(m, y))
-        return frozenset(mediators(g, x, y))
+        return frozenset(mediators(g, query["treatment"], query["outcome"], one_hop=query["variant"] == "direct"))
 
     def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
         nodes = frozenset(obj)
@@ -63,8 +89,11 @@ class Mediator(NodeSetFamily):
         (m,) = nodes
         if m in true:
             return PASS
-        hop = "one-hop " if query["variant"] == "direct" else ""
-        return Check.fail(f"{m} is not a {hop}mediator: no directed path {x} -> ... -> {m} -> ... -> {y}")
+        if query["variant"] == "direct":
+            return Check.fail(f"{m} is not a one-hop mediator: edges {x} -> {m} and {m} -> {y} are not both in "
+                              "the graph")
+        return Check.fail(f"{m} is not a mediator: no directed walk {x} -> ... -> {m} -> ... -> {y} meeting {x} and "
+                          f"{y} only at its ends")
 
     def validity_class(self, g, query, limit=None):
         true = self._mediators(g, query)
@@ -73,19 +102,25 @@ class Mediator(NodeSetFamily):
         return [frozenset({m}) for m in sorted(true)]
 
     def witness_paths(self, g, query, nodes):
-        from calver.verifier.primitives import find_directed_path
+        from calver.verifier.primitives import mediator_walk
 
         x, y = query["treatment"], query["outcome"]
-        out = []
-        for m in sorted(nodes)[:3]:
-            a = find_directed_path(g, x, m)
-            b = find_directed_path(g, m, y)
-            if a and b:
-                out.append(format_path(list(a) + list(b)[1:]))
-        return out
+        walks = (mediator_walk(g, x, y, m) for m in sorted(nodes)[:3])
+        return list(dict.fromkeys(format_path(w) for w in walks if w))  # mediators may share a walk
 
     def witness_ends(self, query):
         return (query["treatment"], query["outcome"])
+
+    def check_derivation(self, ctx):
+        check = super().check_derivation(ctx)  # binding, and every witness edge in the graph
+        if not check.ok:
+            return check
+        args, _ = self.derivation_call(ctx, self.bound_args)
+        for text in split_paths(args.get(self.witness_arg) or ""):
+            why = walk_violation(ctx.g_ver, text, ctx.query["treatment"], ctx.query["outcome"])
+            if why:
+                return Check.fail(why)
+        return PASS
 
     def question_text(self, query: dict[str, Any]) -> str:
         x, y = query["treatment"], query["outcome"]

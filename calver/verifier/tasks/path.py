@@ -2,49 +2,32 @@
 
 A path is a simple sequence of typed edges in the graph's skeleton (``F <- Y -> C``); a backdoor
 path additionally starts with an edge into the treatment (``X <- ...`` or ``X <-> ...``).
-``shortest`` / ``longest`` compare the number of edges against exhaustive enumeration.
+``shortest`` compares the number of edges with a breadth-first search (exact, polynomial);
+``longest`` with a bounded branch-and-bound search memoized per (graph, query): a problem whose
+search exceeds the work limit fails b3/b5 closed with a "too large to grade" reason, and ``grade``
+raises :class:`ProblemError` for it instead of silently calling a correct answer wrong.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 from calver.verifier.contract import format_path
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
-from calver.verifier.registry import PASS, Check, register
+from calver.verifier.problem import Problem, ProblemError
+from calver.verifier.registry import PASS, Check, TraceContext, register
 from calver.verifier.tasks.base import NodeSetFamily, cached_path
-from calver.verifier.tasks.paths import _neighbours
+from calver.verifier.tasks.paths import (
+    TooLargeToGrade,
+    longest_path_length,
+    path_class,
+    shortest_path_length,
+)
 
-_MAX_PATHS = 200_000  # enumeration guard for longest-path questions on dense graphs
 
-
-def simple_paths(g: CausalGraph, start: str, end: str, backdoor: bool) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Every simple typed path start..end (depth-first), optionally only backdoor ones."""
-    nbrs = {n: _neighbours(g, n) for n in g.nodes}
-    nodes, types, on_path = [start], [], {start}
-    stack = [iter(nbrs[start])]
-    count = 0
-    while stack:
-        step = next(stack[-1], None)
-        if step is None:
-            stack.pop()
-            on_path.discard(nodes.pop())
-            if types:
-                types.pop()
-            continue
-        nb, t = step
-        if nb in on_path or (backdoor and len(nodes) == 1 and t == "->"):
-            continue
-        if nb == end:
-            count += 1
-            if count > _MAX_PATHS:
-                raise GraphError(f"more than {_MAX_PATHS} paths: too many to enumerate")
-            yield tuple(nodes) + (nb,), tuple(types) + (t,)
-            continue
-        nodes.append(nb)
-        types.append(t)
-        on_path.add(nb)
-        stack.append(iter(nbrs[nb]))
+class _Unknown(Check):
+    """A failed check whose predicate could not be decided (past the work limit), typed so that no
+    reason text a trace can influence is mistaken for it."""
 
 
 class _PathFamily(NodeSetFamily):
@@ -59,8 +42,6 @@ class _PathFamily(NodeSetFamily):
         q = super().normalize_query(problem)
         a, b = (q[k] for k in self.ends)
         if a == b:
-            from calver.verifier.problem import ProblemError
-
             raise ProblemError(f"query fields {self.ends[0]!r} and {self.ends[1]!r} must differ")
         return q
 
@@ -89,17 +70,14 @@ class _PathFamily(NodeSetFamily):
         nodes, types = obj
         return tuple(nodes), tuple(path_edges(g, list(nodes), list(types) if types else None))
 
-    def _lengths(self, g: CausalGraph, query) -> tuple[int, int] | None:
-        a, b = (query[k] for k in self.ends)
-        lens = [len(t) for _n, t in simple_paths(g, a, b, self.backdoor)]
-        return (min(lens), max(lens)) if lens else None
-
     def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
         a, b = (query[k] for k in self.ends)
         nodes, _types = obj
         kind = "backdoor path" if self.backdoor else "path"
         if not nodes:
-            return PASS if self._lengths(g, query) is None else Check.fail(f"a {kind} exists, so 'none' is wrong")
+            if shortest_path_length(g, a, b, self.backdoor) is None:
+                return PASS
+            return Check.fail(f"a {kind} exists, so 'none' is wrong")
         unknown = [n for n in nodes if n not in g]
         if unknown:
             return Check.fail(f"{', '.join(unknown)} not in the graph")
@@ -115,23 +93,40 @@ class _PathFamily(NodeSetFamily):
             return Check.fail(f"{self.format_object(obj)} starts with an edge out of {a}: not a backdoor path")
         variant = query.get("variant", "any")
         if variant != "any":
-            lo, hi = self._lengths(g, query)
-            want = lo if variant == "shortest" else hi
+            try:
+                if variant == "shortest":
+                    want = shortest_path_length(g, a, b, self.backdoor)
+                else:
+                    want = longest_path_length(g, a, b, self.backdoor)
+            except TooLargeToGrade as e:
+                return _Unknown.fail(str(e))
             if len(types) != want:
                 return Check.fail(f"{self.format_object(obj)} has {len(types)} edges; the {variant} {kind} has {want}")
         return PASS
 
     def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+        """The variant's paths, shortest first (BFS for shortest, bounded search otherwise), at most
+        ``limit``; ``[none]`` if there is no path. Raises :class:`TooLargeToGrade` (a GraphError)
+        where the bounded search gives up."""
         a, b = (query[k] for k in self.ends)
-        paths = sorted(simple_paths(g, a, b, self.backdoor), key=lambda p: (len(p[1]), p))
-        if not paths:
-            return [((), None)]
-        variant = query.get("variant", "any")
-        if variant == "shortest":
-            paths = [p for p in paths if len(p[1]) == len(paths[0][1])]
-        elif variant == "longest":
-            paths = [p for p in paths if len(p[1]) == len(paths[-1][1])]
-        return paths[:limit] if limit else paths
+        return path_class(g, a, b, self.backdoor, query.get("variant", "any"), limit) or [((), None)]
+
+    def check_result(self, ctx: TraceContext) -> Check:
+        # A "too large to grade" predicate is unknown, not false: declaring "invalid" earns nothing.
+        obj = self.returned(ctx)
+        if obj is not None and ctx.g_ver is not None:
+            check = self._predicate_once(ctx, obj)
+            if isinstance(check, _Unknown):
+                return check
+        return super().check_result(ctx)
+
+    def grade(self, problem: Problem, obj: Any) -> bool:
+        if problem.graph is None:
+            return super().grade(problem, obj)
+        check = self.predicate(problem.graph, self.normalize_query(problem), obj)
+        if isinstance(check, _Unknown):
+            raise ProblemError(check.reason)
+        return check.ok
 
     def witness_paths(self, g, query, obj):
         return [self.format_object(self._resolved(g, obj))] if obj[0] else []
