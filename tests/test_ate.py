@@ -181,7 +181,8 @@ def test_certificate_guards_do_not_rely_on_the_score(monkeypatch):
         ok, reasons = strict_certificate(p, make_trace(p, z, 0.0, False))
         assert not ok and any(r.startswith(guard) for r in reasons)
     ok, reasons = strict_certificate(p, make_trace(p, set(), 0.2963768115942029, True))
-    assert score(make_trace(p, set(), 0.2963768115942029, True), p).total == 6  # the buggy scorer is fooled
+    fooled = score(make_trace(p, set(), 0.2963768115942029, True), p)
+    assert fooled.bits[:5] == [1] * 5  # the buggy b3 is fooled (b6 still judges the decision on the exact ψ)
     assert not ok and any(r.startswith("backdoor path open") for r in reasons)
     med = Problem(task="ate_threshold", query={"treatment": "X", "outcome": "Y", "threshold": 0.0},
                   graph=parse_cpt_text("P(X=1) = 0.5\nP(M=1 | X=0) = 0.2\nP(M=1 | X=1) = 0.7\n"
@@ -203,11 +204,12 @@ def test_example_scores_six_and_mutations_lose_their_bits():
     assert score(good.replace("threshold=0.2;", "threshold=0.25;"), p).bits == [1, 0, 1, 1, 1, 1]
     assert score(good.replace("ANSWER: no", "ANSWER: yes"), p).bits == [1, 1, 1, 1, 1, 0]
     assert score(good.replace("backdoor_adjust(", "adjust("), p).bits == [1, 1, 1, 0, 1, 1]
-    # naive (unadjusted) estimate, reported honestly for Z = {}: only b3 fails, and it says "yes"
+    # naive (unadjusted) estimate, reported honestly for Z = {}: b3 fails, and its "yes" is wrong on
+    # the exact effect (0.17 < 0.2), so b6 fails too
     naive = make_trace(p, set(), 0.2963768115942029, True)
     sc = score(naive, p)
-    assert sc.bits == [1, 1, 0, 1, 1, 1] and not grade(p, sc.answer)
-    # valid Z but wrong number: b5 fails (and b6 follows the reported number)
+    assert sc.bits == [1, 1, 0, 1, 1, 0] and not grade(p, sc.answer)
+    # valid Z but wrong number inside the margin: b5 fails; the (right) "no" keeps b6
     off = make_trace(p, {"Z"}, 0.19, False)
     assert score(off, p).bits == [1, 1, 1, 1, 0, 1]
     # RESULT / DERIVATION effect mismatch: b4
@@ -225,7 +227,7 @@ def test_constructed_mode_binds_graph_to_cpts():
     good = (EXAMPLE / "ate_trace.txt").read_text()
     assert score(good, p).total == 6
     sc = score(good.replace("Z -> X, ", ""), p)
-    assert sc.bits[0] == 0 and "parents of X" in sc.reasons["GRAPH"]
+    assert sc.bits[0] == 0 and "Z->X" in sc.reasons["GRAPH"]
     assert score(good.replace("W -> X, ", ""), p).bits[0] == 0
 
 
@@ -276,13 +278,13 @@ def test_strict_certificate_soundness_over_random_traces():
                 assert sc.total == 6
             elif sc.total == 6 and not correct:
                 wrong_max += 1
-                assert reasons
             if is_backdoor_set(p.graph, x, y, z) and abs(psi - tau) <= eps:
                 inside += 1
                 assert not ok and any(r.startswith("inside margin") for r in reasons)
     assert n_traces >= 2500
     assert wrong_certified == 0
-    assert certified > 300 and inside > 50 and wrong_max > 20  # the test is not vacuous
+    assert wrong_max == 0  # b6 judges the decision on the exact effect: no wrong decision reaches 6/6
+    assert certified > 300 and inside > 50  # the test is not vacuous
 
 
 # ---- CLI and pgmpy ------------------------------------------------------------------------------------

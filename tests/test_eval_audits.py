@@ -156,12 +156,13 @@ def test_strict_ate_audit_margin_guard(tmp_path):
     bad = replace_slot(bad, "RESULT", "0.178")
     bad = replace_slot(bad, "DERIVATION", bad.split("DERIVATION: ")[1].split("\n")[0].replace("effect=0.170000", "effect=0.178"))
     bad = replace_slot(bad, "ANSWER", "yes")
-    assert score(good, far).total == 6 and score(bad, near).total == 6
+    # b6 judges the decision on the exact effect, so the wrong "yes" inside the band is not max-score
+    assert score(good, far).total == 6 and score(bad, near).bits == [1, 1, 1, 1, 1, 0]
     build_pool(str(tmp_path), [(far, 0, [good, good]), (near, 0, [bad, fam.canonical_trace(near, {"Z"})])], raw_texts=True)
     res = strict_ate_audit(load_units(str(tmp_path)))
-    assert res["n_units"] == 2 and res["n_max_score"] == 4
-    assert (res["n_correct"], res["n_wrong"]) == (3, 1)
-    assert res["guards"] == {"decision_margin": 1} and res["unexplained"] == 0
+    assert res["n_units"] == 2 and res["n_max_score"] == 3
+    assert (res["n_correct"], res["n_wrong"]) == (3, 0) and res["unexplained"] == 0
+    # the right "no" inside the band is max-score but not certified (decision margin): 2 certified
     assert res["certified"] == 2 and res["certified_wrong"] == 0  # Theorem 1: no certified trace is wrong
 
 

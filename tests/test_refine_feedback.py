@@ -9,7 +9,7 @@ import pytest
 from calver.data_gen.generators import GenConfig, available_tasks, canonical_trace, generate
 from calver.data_gen.text_levels import constructed_problems
 from calver.infer.evaluation.audits import replace_slot
-from calver.infer.firewall import strip_problem
+from calver.infer.firewall import FirewallError, strip_problem
 from calver.infer.refine.audit_judges import invalid_object
 from calver.infer.refine.feedback import HEADER, feedback_for, redact, slot_docs, slot_feedback
 from calver.infer.refine.refine import Cand, calver_pick, current_best, revision_messages
@@ -96,7 +96,8 @@ def test_constructed_feedback_never_reads_the_source_graph():
         nodes = list(p.variables)
         own = f"{nodes[0]} -> {nodes[-1]}"
         trace = replace_slot(canonical_trace(p), "GRAPH", own)
-        assert feedback_for(trace, sp) == feedback_for(trace, p)  # scoring ignores G* in constructed mode
+        with pytest.raises(FirewallError, match="stripped"):
+            feedback_for(trace, p)  # the scorer would judge on G*: its reasons would describe it
         for a, b in sorted(p.graph.directed):
             if f"{a} -> {b}" != own:
                 assert f"{a} -> {b}" not in feedback_for(trace, sp).split("Expected")[0]

@@ -1,6 +1,6 @@
 """Random binary-SCM problems for ``ate_threshold``.
 
-``generate_ate(idx, seed, n_nodes=6)`` draws (with ``random.Random(seed + idx)``) a DAG with a
+``generate_ate(idx, seed, n_nodes=6)`` draws (with the string-keyed per-item rng ``item_rng``) a DAG with a
 treatment X, an outcome Y after it, several confounders of X and Y (so that many backdoor sets
 are valid and the empty set usually is not), optional mediators and post-treatment nodes,
 CPTs with two-decimal probabilities in [0.05, 0.95] (positive P), a threshold τ near the true
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from random import Random
 
+from calver.data_gen.generators import item_rng
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import Problem
 from calver.verifier.scm import BinarySCM, render_cpts, true_ate
@@ -58,14 +59,24 @@ def random_scm(rng: Random, n_nodes: int = 6, max_parents: int = 3, edge_p: floa
 
 
 def generate_ate(idx: int, seed: int = 0, n_nodes: int = 6, epsilon: float = 0.01,
-                 threshold: float | None = None, margin: tuple[float, float] = (0.0, 0.12)) -> Problem:
-    """One ``ate_threshold`` problem; τ = ATE ± U(margin) rounded to 2 decimals unless given."""
-    rng = Random(seed + idx)
+                 threshold: float | None = None, margin: tuple[float, float] = (0.0, 0.12),
+                 allow_within_epsilon: bool = False) -> Problem:
+    """One ``ate_threshold`` problem; τ = ATE ± U(margin) rounded to 2 decimals unless given.
+
+    Unless ``allow_within_epsilon``, the drawn τ keeps |ATE − τ| > ε (the draw starts past ε plus the
+    rounding slack): inside the margin an estimate within ε of the truth could fall on either side of
+    τ, so the item would test the tolerance, not the decision."""
+    rng = item_rng("ate_threshold/scm", seed, idx)  # string-keyed: (seed, idx) pairs never share an rng
     scm, x, y = random_scm(rng, n_nodes)
     g: CausalGraph = scm.graph()
     ate = true_ate(scm, x, y)
     if threshold is None:
-        threshold = round(ate + rng.choice((-1, 1)) * rng.uniform(*margin), 2)
+        lo, hi = margin
+        if not allow_within_epsilon:
+            lo = max(lo, epsilon + 0.0051)  # τ is rounded to 2 decimals: up to 0.005 of slack
+            if lo >= hi:
+                raise ValueError(f"margin {margin} leaves no threshold farther than ε = {epsilon:g} from the ATE")
+        threshold = round(ate + rng.choice((-1, 1)) * rng.uniform(lo, hi), 2)
     cpt_lines = scm.to_lines()
     text = (
         "All variables are binary (0 or 1). The causal graph is a DAG with edges: "

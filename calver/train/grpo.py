@@ -50,7 +50,8 @@ def check_generation_backend(training_args) -> None:
 
 def make_reward(script_args) -> VerifierReward:
     try:
-        return VerifierReward(script_args.reward_variant, script_args.reward_bit_weights, script_args.problem_column)
+        return VerifierReward(script_args.reward_variant, script_args.reward_bit_weights, script_args.problem_column,
+                              allow_ungrounded=script_args.allow_ungrounded_reward)
     except ValueError as e:
         raise ConfigError(f"field 'reward_variant'/'reward_bit_weights': {e}") from None
 

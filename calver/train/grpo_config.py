@@ -27,6 +27,9 @@ class GRPOScriptArguments(BaseScriptArguments):
     reward_bit_weights: list[float] | None = field(
         default=None, metadata={"help": "six per-bit weights (GRAPH..ANSWER) for reward_variant=weighted"})
     problem_column: str = field(default="problem_json", metadata={"help": "dataset column holding Problem JSON"})
+    allow_ungrounded_reward: bool = field(
+        default=False, metadata={"help": "score constructed-mode problems that lack their source graph (their reward "
+                                 "then measures consistency with the trace's own graph, not correctness)"})
     init_adapter: str | None = field(
         default=None, metadata={"help": "an SFT LoRA adapter merged into the base before GRPO (LoRA mode only): "
                                 "the new adapter trains on top and the frozen reference is the SFT policy"})

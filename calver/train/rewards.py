@@ -13,6 +13,10 @@ completion, a scorer crash) gets ``None``: TRL then excludes it from the group b
 zero advantage. Such items are counted (``unscorable`` / ``unscorable_reasons``) and logged as
 ``verifier/unscorable``; they are never silently scored 0. Per-bit pass rates are logged each call as
 ``verifier/<slot>`` through ``log_metric`` (TRL averages them per logging step).
+
+A constructed-mode problem without its source graph is refused with ``UngroundedProblemError`` (the run
+stops): its score measures consistency with the trace's own graph, which a policy can invent. Pass
+``allow_ungrounded=True`` to train on such problems knowingly.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections import Counter
 from typing import Any, Callable, Sequence
 
 from calver.verifier import SLOTS, Problem, ProblemError, get_family, score
+from calver.verifier.scoring import is_grounded
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +60,16 @@ def completion_text(completion: Any) -> str | None:
     return "\n".join(parts)
 
 
+class UngroundedProblemError(ValueError):
+    """A reward was asked for on a problem it cannot judge against a source (see ``is_grounded``)."""
+
+
 class VerifierReward:
     """Callable TRL reward function backed by :func:`calver.verifier.score`."""
 
     def __init__(self, variant: str = "fraction", weights: Sequence[float] | None = None,
-                 problem_column: str = "problem_json", name: str | None = None) -> None:
+                 problem_column: str = "problem_json", name: str | None = None,
+                 allow_ungrounded: bool = False) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"reward variant must be one of {VARIANTS}, got {variant!r}")
         if variant == "weighted":
@@ -73,6 +83,7 @@ class VerifierReward:
         self.variant = variant
         self.weights = [float(w) for w in weights] if weights is not None else None
         self.problem_column = problem_column
+        self.allow_ungrounded = bool(allow_ungrounded)
         self.__name__ = name or ("verifier" if variant == "fraction" else f"verifier_{variant}")
         self._problems: dict[str, Problem | str] = {}  # JSON -> Problem, or the reason it is unusable
         self.calls = 0
@@ -100,6 +111,13 @@ class VerifierReward:
             data = raw if isinstance(raw, dict) else json.loads(raw)
             prob: Problem | str = Problem.from_dict(data)
             get_family(prob.task)
+            if not self.allow_ungrounded and not is_grounded(prob):
+                raise UngroundedProblemError(
+                    f"problem {prob.id or '(no id)'} ({prob.task}) is in constructed mode without its source graph: "
+                    "its score would measure the trace's consistency with its own GRAPH, not correctness, and a "
+                    "policy can invent a graph that makes a wrong answer score 6/6. Keep the source graph in the "
+                    "problem (the generators do), or pass allow_ungrounded=True (calver train grpo: "
+                    "--allow_ungrounded_reward true) to train on such problems anyway")
         except json.JSONDecodeError as e:
             prob = f"{self.problem_column} is not JSON: {e.msg}"
         except ProblemError as e:

@@ -98,6 +98,7 @@ class TaskFamily:
     graph_label: ClassVar[str] = "GRAPH"
     slot_docs: ClassVar[dict[str, str]] = {}  # slot -> what this family writes there
     example_query: ClassVar[dict[str, Any]] = {}
+    query_defaults: ClassVar[dict[str, str]] = {"variant": "any"}  # optional query keys (QUERY may omit them at the default)
 
     # ---- problem side ------------------------------------------------------------------
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
@@ -106,8 +107,8 @@ class TaskFamily:
         out: dict[str, Any] = {}
         for key in self.query_keys:
             if key not in q:
-                if key == "variant":
-                    q[key] = "any"
+                if key in self.query_defaults:
+                    q[key] = self.query_defaults[key]
                 else:
                     raise ProblemError(f"query for task {self.name!r} is missing field {key!r}")
             try:
@@ -138,6 +139,16 @@ class TaskFamily:
             )
         return out
 
+    # ---- the problem's source (what traces are judged on) ----------------------------------
+    def verification_object(self, problem: Problem) -> Any:
+        """The structure every trace is judged on: the problem's source (G* for graph families), or
+        None when the problem carries none (a constructed-mode problem stripped of its graph).
+
+        Both modes judge b3-b6 on the source when it exists; a constructed-mode trace's own graph is
+        only a fallback for sourceless problems, whose score then measures consistency, not
+        correctness (``TraceScore.grounded`` is False)."""
+        return problem.graph
+
     # ---- the graph slot (b1) --------------------------------------------------------------
     def parse_graph_slot(self, text: str, problem: Problem) -> Any:
         from calver.verifier.parsers import parse_graph
@@ -156,6 +167,11 @@ class TaskFamily:
         extra = sorted(set(trace_graph.nodes) - allowed)
         if extra:
             return Check.fail(f"GRAPH names variable(s) not in the prompt: {', '.join(extra[:5])}")
+        source = problem.graph
+        if source is not None and (trace_graph.directed != source.directed or trace_graph.bidirected != source.bidirected):
+            # Constructed mode with its source: the edge set must be the source's (a variable the
+            # trace leaves out may only be an isolated one), so an invented graph loses b1.
+            return Check.fail(_graph_diff(trace_graph, source, "the graph the prompt describes", nodes=False))
         return PASS
 
     # ---- objects -------------------------------------------------------------------------
@@ -173,7 +189,7 @@ class TaskFamily:
             raise ProblemError(f"cannot grade task {self.name!r} without the source graph")
         return self.predicate(problem.graph, self.normalize_query(problem), obj).ok
 
-    def validity_class(self, g: CausalGraph, query: dict[str, Any]) -> list[Any]:
+    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[Any]:
         raise NotImplementedError(f"{self.name} does not enumerate its validity class")
 
     # ---- bits 3-6: overridden by families whose semantics differ -----------------------------
@@ -229,47 +245,71 @@ class TaskFamily:
 
 
 def normalize_value(kind: str, value: Any) -> Any:
+    """Normalize a query/derivation value of type ``kind``; raises ValueError (never TypeError) on a
+    value of the wrong shape, so a malformed problem surfaces as a ProblemError naming its field."""
     from calver.verifier.parsers import parse_node_list
 
     if kind == "node":
         if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"expected a node name, got {value!r}")
+            raise ValueError(f"expected a node name, got {_short(value)}")
         return value.strip().strip("'\"`")
     if kind == "set":
         if isinstance(value, str):
             from calver.verifier.tasks.base import cached_node_set
 
             return cached_node_set(value)
-        return frozenset(str(v) for v in value)
+        return frozenset(_names(value, "a set of node names"))
     if kind in ("path", "list"):
         if isinstance(value, str):
             return tuple(parse_node_list(value))
-        return tuple(str(v) for v in value)
+        return tuple(_names(value, "a list of node names"))
     if kind == "typed_path":
         from calver.verifier.parsers import parse_path
 
         if isinstance(value, str):
             nodes, types = parse_path(value)
         elif isinstance(value, dict):
+            if "nodes" not in value:
+                raise ValueError("expected a path object with 'nodes'")
             nodes, types = value["nodes"], value.get("types")
         else:
             nodes, types = value, None
-        return (tuple(str(n) for n in nodes), tuple(types) if types else None)
+        nodes = _names(nodes, "a path (a list of node names)")
+        if types and (not isinstance(types, (list, tuple)) or not all(isinstance(t, str) for t in types)):
+            raise ValueError(f"expected edge types as a list of strings, got {_short(types)}")
+        return (tuple(nodes), tuple(types) if types else None)
     if kind == "number":
         if isinstance(value, bool):
             raise ValueError(f"expected a number, got {value!r}")
         try:
             x = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"expected a number, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"expected a number, got {_short(value)}") from None
         if not math.isfinite(x):
-            raise ValueError(f"expected a finite number, got {value!r}")
+            raise ValueError(f"expected a finite number, got {_short(value)}")
         return x
     if kind == "word":
+        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            raise ValueError(f"expected a word, got {_short(value)}")
         return str(value).strip().strip("'\"`").lower()
     if kind == "bool":
         return parse_bool(value)
     raise ValueError(f"unknown query value type {kind!r}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _names(value: Any, what: str) -> list[str]:
+    """Node names of a JSON list (str or int members); ValueError for anything else."""
+    if not isinstance(value, (list, tuple, set, frozenset)):
+        raise ValueError(f"expected {what}, got {_short(value)}")
+    bad = [v for v in value if not isinstance(v, (str, int)) or isinstance(v, bool)]
+    if bad:
+        raise ValueError(f"expected {what}, but it holds {_short(bad[0])}")
+    return [str(v) for v in value]
 
 
 def values_equal(kind: str, a: Any, b: Any) -> bool:
@@ -293,10 +333,10 @@ def parse_bool(value: Any) -> bool:
     raise ValueError(f"expected a yes/no (true/false, valid/invalid) value, got {str(value)[:40]!r}")
 
 
-def _graph_diff(got: CausalGraph, want: CausalGraph) -> str:
+def _graph_diff(got: CausalGraph, want: CausalGraph, what: str = "the supplied graph", nodes: bool = True) -> str:
     parts = []
-    miss_n = sorted(set(want.nodes) - set(got.nodes))
-    extra_n = sorted(set(got.nodes) - set(want.nodes))
+    miss_n = sorted(set(want.nodes) - set(got.nodes)) if nodes else []
+    extra_n = sorted(set(got.nodes) - set(want.nodes)) if nodes else []
     if miss_n:
         parts.append(f"missing node(s) {', '.join(miss_n[:4])}")
     if extra_n:
@@ -313,4 +353,4 @@ def _graph_diff(got: CausalGraph, want: CausalGraph) -> str:
         parts.append("missing edge(s) " + ", ".join(f"{a}<->{b}" for a, b in mb[:4]))
     if eb:
         parts.append("extra edge(s) " + ", ".join(f"{a}<->{b}" for a, b in eb[:4]))
-    return "GRAPH differs from the supplied graph: " + "; ".join(parts)
+    return f"GRAPH differs from {what}: " + "; ".join(parts)

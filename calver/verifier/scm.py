@@ -38,7 +38,7 @@ MAX_SCM_NODES = 20  # the joint has 2^n entries
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _CPT_LINE = re.compile(
-    r"^\s*P\s*\(\s*(?P<v>" + _NAME + r")\s*=\s*1\s*(?:\|\s*(?P<cond>[^)]*))?\)\s*=\s*(?P<p>[-+0-9.eE]+)\s*$"
+    r"^\s*P\s*\(\s*(?P<v>" + _NAME + r")\s*=\s*1\s*(?:\|(?P<cond>[^)]*))?\)\s*=\s*(?P<p>[-+0-9.eE]+)\s*$"
 )
 _COND = re.compile(r"^\s*(" + _NAME + r")\s*=\s*([01])\s*$")
 
@@ -89,8 +89,14 @@ class BinarySCM:
             for v, spec in cpts.items():
                 if not isinstance(spec, Mapping) or "p1" not in spec:
                     raise ValueError(f"cpts[{v!r}] must be an object with 'parents' and 'p1'")
-                parents[v] = list(spec.get("parents") or [])
-                p1[v] = list(spec["p1"])
+                # JSON shapes checked here so a malformed problem is a ValueError, never a TypeError
+                ps, probs = spec.get("parents") or [], spec["p1"]
+                if not isinstance(ps, (list, tuple)) or not all(isinstance(x, str) for x in ps):
+                    raise ValueError(f"cpts[{v!r}]['parents'] must be a list of variable names")
+                if not isinstance(probs, (list, tuple)) or not all(
+                        isinstance(x, (int, float)) and not isinstance(x, bool) for x in probs):
+                    raise ValueError(f"cpts[{v!r}]['p1'] must be a list of probabilities")
+                parents[v], p1[v] = list(ps), list(probs)
             return cls.build(parents, p1)
         raise ValueError(f"cpts must be CPT text, a list of CPT lines or a mapping, got {type(cpts).__name__}")
 
@@ -313,14 +319,13 @@ def strict_certificate(problem, trace: str) -> tuple[bool, list[str]]:
     ``X in Z``, ``Y in Z``, ``descendant of X in Z``); X ⊥ Y | Z with X's outgoing edges removed
     (``backdoor path open``); and the recomputed ψ lies outside the margin (``inside margin
     |ψ−τ| ≤ ε``). Z is checked for membership *before* ψ is computed, so no number from an
-    X ∈ Z adjustment is ever trusted. The graph is G* in supplied mode and the trace's own GRAPH
-    in constructed mode (the certificate is then relative to that graph).
+    X ∈ Z adjustment is ever trusted. The graph is the verifier's verification object (G*, which the
+    CPTs bind in both modes).
     """
     from calver.verifier.contract import split_slots
-    from calver.verifier.parsers import parse_graph
     from calver.verifier.primitives import descendants, find_open_path
     from calver.verifier.registry import get_family
-    from calver.verifier.scoring import score
+    from calver.verifier.scoring import score, verification_object
 
     reasons: list[str] = []
     fam = get_family(problem.task)
@@ -333,13 +338,9 @@ def strict_certificate(problem, trace: str) -> tuple[bool, list[str]]:
         failed = ", ".join(sorted(sc.reasons)) or "?"
         reasons.append(f"not max score: {sc.total}/6 (failed {failed})")
     slots = split_slots(trace)
-    if problem.mode == "supplied":
-        g = problem.graph
-    else:
-        try:
-            g = parse_graph(slots.get("GRAPH") or "", kind=GraphClass.DAG)
-        except (GraphError, ValueError) as e:
-            return False, reasons + [f"no usable graph: {e}"]
+    g = verification_object(trace, problem)
+    if g is None:
+        return False, reasons + ["no usable graph"]
     scm = fam.scm(problem)
     if g.kind is not GraphClass.DAG or not g.acyclic:
         reasons.append("graph is not a DAG")

@@ -29,6 +29,10 @@ class TraceScore:
     reasons: dict[str, str] = field(default_factory=dict)  # slot -> why its bit failed
     answer: Any = None  # the parsed ANSWER object (None if it did not parse)
     task: str = ""
+    # False when the problem carries no source to judge the trace on (a constructed-mode problem
+    # without its graph): the bits then measure the trace's consistency with its own GRAPH, not
+    # correctness. Rewards refuse such problems unless asked (``VerifierReward(allow_ungrounded=True)``).
+    grounded: bool = True
 
     @property
     def total(self) -> int:
@@ -44,10 +48,29 @@ class TraceScore:
             ans = sorted(ans)
         elif isinstance(ans, tuple):
             ans = list(ans)
-        return {"bits": list(self.bits), "total": self.total, "reasons": dict(self.reasons), "answer": ans}
+        return {"bits": list(self.bits), "total": self.total, "reasons": dict(self.reasons), "answer": ans,
+                "grounded": self.grounded}
 
 
 _PROBLEM_CACHE: dict[int, tuple[Problem, dict[str, Any], dict[Any, Any]]] = {}
+# Byte budget of the per-problem slot memos together (a long GRPO run samples ever new GRAPH texts):
+# each entry is charged a multiple of its slot text (the parsed graph is held too); past the budget
+# every memo is dropped and refilled on demand.
+_MEMO_BUDGET = 64 * 2**20
+_memo_charge = 0
+
+
+def _memo_put(memo: dict, key: tuple, text: str | None, value: Any) -> Any:
+    global _memo_charge
+    _memo_charge += 512 + 8 * len(text or "")
+    if _memo_charge > _MEMO_BUDGET:
+        for _p, _q, m in _PROBLEM_CACHE.values():
+            kept = {k: m[k] for k in ("source",) if k in m}  # per-problem, not per-text: keep
+            m.clear()
+            m.update(kept)
+        _memo_charge = 512 + 8 * len(text or "")
+    memo[key] = value
+    return value
 
 
 def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, Any]]:
@@ -57,12 +80,20 @@ def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, 
     computed once per distinct slot text. Keyed by identity: ``Problem`` is mutable, so callers
     that mutate a problem between scores get a fresh entry only for a new object.
     """
+    global _memo_charge
     hit = _PROBLEM_CACHE.get(id(problem))
     if hit is not None and hit[0] is problem:
         return hit[1], hit[2]
-    q = family.normalize_query(problem)
+    try:
+        q = family.normalize_query(problem)
+    except ProblemError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, GraphError, RecursionError) as e:
+        # a family that let a malformed field through: still the documented error, naming the problem
+        raise ProblemError(f"malformed {problem.task} problem: {type(e).__name__}: {e}") from None
     if len(_PROBLEM_CACHE) > 4096:
         _PROBLEM_CACHE.clear()
+        _memo_charge = 0
     _PROBLEM_CACHE[id(problem)] = (problem, q, {})
     return q, _PROBLEM_CACHE[id(problem)][2]
 
@@ -109,19 +140,22 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
                 hit = (None, Check.fail(f"GRAPH does not parse: {e}"))
             else:
                 hit = (parsed, _safe(family.check_graph, parsed, problem))
-            memo[("GRAPH", gtext)] = hit
+            _memo_put(memo, ("GRAPH", gtext), gtext, hit)
         ctx.trace_graph = hit[0]
         record(0, "GRAPH", hit[1])
-    if problem.mode == "supplied":
-        ctx.g_ver = family.verification_object(problem) if hasattr(family, "verification_object") else problem.graph
-    elif bits[0]:
-        ctx.g_ver = ctx.trace_graph  # constructed mode: only a well-formed own graph is usable
+    source = _source(problem, family, memo)
+    grounded = source is not None or problem.mode == "supplied"
+    if source is not None:
+        ctx.g_ver = source  # both modes: the answer is judged on the problem's source
+    elif problem.mode != "supplied" and bits[0]:
+        ctx.g_ver = ctx.trace_graph  # sourceless constructed mode: consistency with the trace's own graph
 
     # b2 query ------------------------------------------------------------------------------
     qkey = ("QUERY", slots.get("QUERY"))
-    if qkey not in memo:
-        memo[qkey] = _safe(check_query, slots, family, problem, query)
-    record(1, "QUERY", memo[qkey])
+    qcheck = memo.get(qkey)
+    if qcheck is None:
+        qcheck = _memo_put(memo, qkey, qkey[1], _safe(check_query, slots, family, problem, query))
+    record(1, "QUERY", qcheck)
 
     # objects --------------------------------------------------------------------------------
     for slot, attr in (("STRATEGY", "strategy"), ("ANSWER", "answer")):
@@ -138,7 +172,41 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
     record(3, "DERIVATION", _safe(family.check_derivation, ctx))
     record(4, "RESULT", _safe(family.check_result, ctx))
     record(5, "ANSWER", _safe(family.check_answer, ctx))
-    return TraceScore(bits, reasons, ctx.answer, problem.task)
+    return TraceScore(bits, reasons, ctx.answer, problem.task, grounded)
+
+
+def _source(problem: Problem, family, memo: dict) -> Any:
+    """The family's verification object for ``problem`` (memoized per problem; None when sourceless)."""
+    if "source" not in memo:
+        try:
+            memo["source"] = family.verification_object(problem)
+        except ProblemError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError, GraphError, RecursionError) as e:
+            raise ProblemError(f"malformed {problem.task} problem: {type(e).__name__}: {e}") from None
+    return memo["source"]
+
+
+def verification_object(trace_text: str, problem: Problem) -> Any:
+    """What ``trace_text`` is judged on, as :func:`score` sees it: the problem's source (G*, or the
+    family's formal object) when it has one, else the trace's own GRAPH slot (None if unusable)."""
+    family = get_family(problem.task)
+    source = family.verification_object(problem)
+    if source is not None or problem.mode == "supplied":
+        return source
+    text = split_slots(trace_text).get("GRAPH")
+    if text is None:
+        return None
+    try:
+        return family.parse_graph_slot(text, problem)
+    except (ValueError, GraphError, RecursionError):
+        return None
+
+
+def is_grounded(problem: Problem) -> bool:
+    """Whether scores on ``problem`` are judged against its source (see ``TraceScore.grounded``).
+    Raises ``KeyError`` for an unregistered task and ``ProblemError`` for a malformed problem."""
+    return problem.mode == "supplied" or get_family(problem.task).verification_object(problem) is not None
 
 
 def check_query(slots, family, problem: Problem, query: dict[str, Any]) -> Check:
@@ -166,7 +234,7 @@ def check_query(slots, family, problem: Problem, query: dict[str, Any]) -> Check
     for key in family.query_keys:
         kind = family.query_types[key]
         if key not in kv:
-            if key == "variant" and query.get("variant") == "any":
+            if key in family.query_defaults and query.get(key) == family.query_defaults[key]:
                 continue
             return Check.fail(f"QUERY does not bind {key!r}")
         try:
@@ -185,7 +253,15 @@ def grade(problem: Problem, answer: Any) -> bool:
     dict assignment). An answer that does not parse is wrong.
     """
     family = get_family(problem.task)
-    if isinstance(answer, str):
+    object_for = getattr(family, "object_for", None)  # (H5) a problem-aware reader: K&K's declared role words
+    if object_for is not None:
+        try:
+            obj = object_for(problem, answer)
+        except ProblemError:
+            raise
+        except (ValueError, GraphError, TypeError):
+            return False
+    elif isinstance(answer, str):
         try:
             obj = family.parse_object(answer)
         except (ValueError, GraphError):
@@ -204,7 +280,8 @@ def grade(problem: Problem, answer: Any) -> bool:
 
 
 def select(traces: Sequence[str], problem: Problem, tie: str = "first") -> int:
-    """CALVER: index of the earliest trace with the maximum score (``first``, the deployed rule).
+    """CALVER: among the traces with the maximum score, the earliest whose ANSWER parsed, else the
+    earliest (``first``, the deployed rule; see :func:`select_from_scores`).
 
     ``best`` / ``worst`` break score ties by the tied candidates' graded correctness (an audit
     oracle that reads the label: never deploy it).
@@ -213,22 +290,50 @@ def select(traces: Sequence[str], problem: Problem, tie: str = "first") -> int:
         raise ValueError(f"tie must be one of {TIE_RULES}, got {tie!r}")
     if not traces:
         raise ValueError("select needs at least one trace")
-    totals = [score(t, problem).total for t in traces]
-    return select_from_scores(totals, tie, traces=traces, problem=problem)
+    scores = [score(t, problem) for t in traces]
+    totals = [s.total for s in scores]
+    correct = None
+    if tie != "first":  # grade only the tied candidates, from the scores already computed
+        top = max(totals)
+        tied = [i for i, t in enumerate(totals) if t == top]
+        if len(tied) > 1:
+            correct = {i: scores[i].answer is not None and grade(problem, scores[i].answer) for i in tied}
+    return select_from_scores(totals, tie, correct=correct, parsed=[s.answer is not None for s in scores])
 
 
-def select_from_scores(totals: Sequence[int], tie: str = "first", *, traces=None, problem=None, correct=None) -> int:
+def select_from_scores(totals: Sequence[int], tie: str = "first", *, traces=None, problem=None, correct=None,
+                       parsed: Sequence[bool] | None = None) -> int:
+    """The CALVER rule on precomputed totals (the one implementation every caller uses).
+
+    ``first``: among the candidates tied at the maximum total, the earliest whose ANSWER parsed
+    (``parsed[i]``, i.e. ``TraceScore.answer is not None``), else the earliest. An unparsable ANSWER
+    can still score 5/6 through the STRATEGY fallback; it must not win a tie against an answer.
+    ``parsed=None``: computed by scoring the tied ``traces`` on ``problem`` when both are given, else
+    every candidate counts as parsed (the plain earliest maximum).
+
+    ``best`` / ``worst`` (audit only): the earliest tied candidate graded correct / not correct
+    (``correct[i]``, or graded from ``traces``), else the ``first`` choice.
+    """
+    if tie not in TIE_RULES:
+        raise ValueError(f"tie must be one of {TIE_RULES}, got {tie!r}")
     best = max(totals)
     tied = [i for i, s in enumerate(totals) if s == best]
-    if tie == "first" or len(tied) == 1:
+    if len(tied) == 1:
         return tied[0]
+    scored: dict[int, TraceScore] = {}
+    if (parsed is None or (tie != "first" and correct is None)) and traces is not None and problem is not None:
+        scored = {i: score(traces[i], problem) for i in tied}
+    if parsed is None and scored:
+        parsed = {i: sc.answer is not None for i, sc in scored.items()}
+    first = next((i for i in tied if parsed[i]), tied[0]) if parsed is not None else tied[0]
+    if tie == "first":
+        return first
     if correct is None:
-        correct = {}
-        for i in tied:
-            sc = score(traces[i], problem)
-            correct[i] = sc.answer is not None and grade(problem, sc.answer)
+        if not scored:
+            raise ValueError(f"tie rule {tie!r} needs correct= or traces= and problem=")
+        correct = {i: sc.answer is not None and grade(problem, sc.answer) for i, sc in scored.items()}
     want = tie == "best"
     for i in tied:
         if bool(correct[i]) == want:
             return i
-    return tied[0]
+    return first

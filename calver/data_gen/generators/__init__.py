@@ -33,6 +33,7 @@ from calver.data_gen.names import node_names
 from calver.data_gen.prompts import problem_text
 from calver.verifier.problem import Problem
 from calver.verifier.registry import get_family
+from calver.verifier.tasks.paths import TooLargeToGrade
 
 __all__ = [
     "GENERATORS", "SPECS", "FamilySpec", "ConfigError", "GenConfig", "available_tasks", "canonical_answer",
@@ -115,7 +116,10 @@ def _generate_graph_item(task: str, idx: int, cfg: GenConfig) -> Problem | None:
                 break
             probe = Problem(task=task, query=query, graph=g)
             qn = fam.normalize_query(probe)
-            objs = validity_class(task, g, qn, limit=limit + 1 if limit else None)
+            try:
+                objs = validity_class(task, g, qn, limit=limit + 1 if limit else None)
+            except TooLargeToGrade:  # a longest-path class past the exact search's work limit
+                continue
             truncated = bool(limit and len(objs) > limit)
             objs = objs[:limit] if truncated else objs
             if len(objs) < need:
@@ -170,7 +174,7 @@ def _wrap_external(task: str, make: Callable[[int, GenConfig], Problem]) -> Gene
         meta = dict(p.meta)
         if "validity_class" not in meta:
             try:
-                g = fam.verification_object(p) if hasattr(fam, "verification_object") else p.graph
+                g = fam.verification_object(p)
                 objs = fam.validity_class(g, fam.normalize_query(p))
             except NotImplementedError:
                 objs = None

@@ -38,18 +38,10 @@ def replace_slot(trace: str, slot: str, value: str) -> str:
 
 
 def verification_graph(trace: str, problem: Problem):
-    """The graph a trace is scored on: G* in supplied mode, the trace's own GRAPH in constructed mode."""
-    if problem.mode == "supplied":
-        return problem.graph
-    from calver.verifier.contract import split_slots
+    """The graph a trace is scored on (the verifier's own rule: the source, else the trace's GRAPH)."""
+    from calver.verifier.scoring import verification_object
 
-    text = split_slots(trace).get("GRAPH")
-    if text is None:
-        return None
-    try:
-        return get_family(problem.task).parse_graph_slot(text, problem)
-    except ValueError:
-        return None
+    return verification_object(trace, problem)
 
 
 # ---- renaming -----------------------------------------------------------------------------------------

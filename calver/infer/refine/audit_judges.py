@@ -43,18 +43,10 @@ VARIANTS = ("clean", "answer_swap", "consistent_swap", "strategy_only", "edge_de
 
 # ---- helpers --------------------------------------------------------------------------------------
 def verification_object(trace: str, problem: Problem):
-    """What the trace is checked on: G* (or the family's formal object) in supplied mode, the trace's
-    own GRAPH/CONSTRAINTS slot in constructed mode."""
-    fam = get_family(problem.task)
-    if problem.mode == "supplied":
-        return fam.verification_object(problem) if hasattr(fam, "verification_object") else problem.graph
-    text = split_slots(trace).get("GRAPH")
-    if text is None:
-        return None
-    try:
-        return fam.parse_graph_slot(text, problem)
-    except Exception:  # noqa: BLE001
-        return None
+    """What the trace is checked on (the verifier's rule: the source, else the trace's own slot)."""
+    from calver.verifier.scoring import verification_object as _vo
+
+    return _vo(trace, problem)
 
 
 def _is_valid(fam, g, query, problem: Problem, obj) -> bool:
@@ -266,7 +258,7 @@ def canonical_for(problem: Problem) -> str | None:
         pass
     fam = get_family(problem.task)
     try:
-        g = fam.verification_object(problem) if hasattr(fam, "verification_object") else problem.graph
+        g = fam.verification_object(problem)
         members = fam.validity_class(g, fam.normalize_query(problem))
         return fam.canonical_trace(problem, members[0]) if members else None
     except Exception:  # noqa: BLE001

@@ -62,15 +62,9 @@ def _own_keys(fam, trace: str) -> set[Any]:
 
 
 def _verification_graph(fam, trace: str, problem: Problem):
-    if problem.mode == "supplied":
-        return problem.graph
-    text = split_slots(trace).get("GRAPH")
-    if text is None:
-        return None
-    try:
-        return fam.parse_graph_slot(text, problem)
-    except Exception:  # noqa: BLE001
-        return None
+    from calver.verifier.scoring import verification_object
+
+    return verification_object(trace, problem)
 
 
 def redact(reason: str, trace: str, problem: Problem, ts: TraceScore | None = None) -> str:
@@ -134,6 +128,13 @@ def feedback_for(trace: str, problem: Problem, ts: TraceScore | None = None) -> 
     ``problem`` must be label-free (the firewall view's problem): feedback is built only from what
     :func:`calver.verifier.score` reads.
     """
+    if problem.mode != "supplied" and problem.graph is not None:
+        from calver.infer.firewall import FirewallError
+
+        # The scorer judges a constructed-mode trace on the source graph when it has one, so its
+        # reasons would describe that hidden graph to the policy.
+        raise FirewallError(f"problem {problem.id!r}: feedback needs the firewall-stripped problem "
+                            "(constructed mode with its source graph would leak that graph)")
     ts = ts if ts is not None else score(trace, problem)
     lines = slot_feedback(trace, problem, ts)
     if not lines:

@@ -15,7 +15,8 @@ Bits: b1 GRAPH equals G* (supplied) / its parent sets equal the CPTs' conditioni
 (constructed) — this binds the graph to the tables; b2 QUERY binds treatment, outcome and
 threshold; b3 STRATEGY Z is a valid backdoor set on G_ver; b4 the record names ``backdoor_adjust``,
 binds treatment/outcome, ``adjustment`` = STRATEGY, ``effect`` = RESULT, and (if given)
-p1 − p0 = effect within ε; b5 |θ̂ − ψ(P; X, Y, Z)| ≤ ε; b6 ANSWER is yes iff θ̂ > τ.
+p1 − p0 = effect within ε; b5 |θ̂ − ψ(P; X, Y, Z)| ≤ ε; b6 ANSWER is yes iff the exact ATE (from the
+CPTs) exceeds τ, and it does not contradict θ̂ where |θ̂ − τ| > ε.
 The strict certificate (`calver.verifier.scm.strict_certificate`) is reported separately.
 """
 
@@ -35,19 +36,20 @@ from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functiona
 DEFAULT_EPSILON = 0.01
 _YES = {"yes": True, "no": False, "true": True, "false": False}
 _EMPTY = {"none", "empty", "{}", "∅", "[]", "-", "empty set", "the empty set"}
-_NUM = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+# one reading per digit run (``\d+\.?\d*`` split runs two ways: quadratic on '1'*19000 + 'x'); fullmatch only
+_NUM = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _CACHE: dict[int, tuple[Problem, BinarySCM, dict[tuple, float]]] = {}
 
 
 def parse_number(text: str, what: str = "RESULT") -> float:
     """A bare number (``0.1234``), or ``label = number`` / ``label: number`` (``ATE = 0.12``)."""
     t = text.strip().strip("*`").strip().rstrip(".").strip()
-    if not _NUM.match(t):
+    if not _NUM.fullmatch(t):
         parts = re.split(r"[=:≈]", t)
         if len(parts) < 2:
             raise ValueError(f"{what} is not a number: {text[:40]!r}")
         t = parts[-1].strip().strip("*`").strip().rstrip(".").strip()
-        if not _NUM.match(t):
+        if not _NUM.fullmatch(t):
             raise ValueError(f"{what} is not a number: {text[:40]!r}")
     x = float(t)
     if not math.isfinite(x):
@@ -124,10 +126,6 @@ class AteThreshold(TaskFamily):
                 raise ProblemError("data field 'threshold' differs from query field 'threshold'")
         q["epsilon"] = eps
         return q
-
-    def truth(self, problem: Problem) -> bool:
-        q = self.normalize_query(problem)
-        return true_ate(self.scm(problem), q["treatment"], q["outcome"]) > q["threshold"]
 
     def grade(self, problem: Problem, obj: Any) -> bool:
         return isinstance(obj, bool) and obj == self.truth(problem)
@@ -246,17 +244,37 @@ class AteThreshold(TaskFamily):
             return Check.fail(f"RESULT {theta:g} differs from ψ(P; X, Y, {format_set(z)}) = {psi:.6g} by more than ε = {q['epsilon']:g}")
         return PASS
 
+    def exact_effect(self, problem: Problem, query: dict[str, Any] | None = None) -> float:
+        """The ATE ψ computed exactly from the CPTs (truncated factorization), memoized per problem."""
+        q = query if query is not None else self.normalize_query(problem)
+        scm = self.scm(problem)
+        memo = _CACHE[id(problem)][2]
+        key = ("ate", q["treatment"], q["outcome"])
+        if key not in memo:
+            memo[key] = true_ate(scm, q["treatment"], q["outcome"])
+        return memo[key]
+
+    def truth(self, problem: Problem) -> bool:
+        return self.exact_effect(problem) > self.normalize_query(problem)["threshold"]
+
     def check_answer(self, ctx: TraceContext) -> Check:
+        """b6: the decision must be the exact one (ψ > τ, ψ from the CPTs), so an estimate inside the
+        ε-margin cannot carry a wrong yes/no; and it must not contradict the trace's own RESULT where
+        that estimate is clear of the margin."""
         if not isinstance(ctx.answer, bool):
             return Check.fail(ctx.answer_error or "ANSWER must be yes or no")
+        tau, eps = ctx.query["threshold"], ctx.query["epsilon"]
+        psi = self.exact_effect(ctx.problem, ctx.query)
+        said = "yes" if ctx.answer else "no"
+        if ctx.answer != (psi > tau):
+            return Check.fail(f"ANSWER {said} is wrong: the exact effect {psi:.6g} is "
+                              f"{'above' if psi > tau else 'not above'} the threshold {tau:g}")
         try:
             theta = self._theta(ctx)
         except ValueError as e:
-            return Check.fail(f"ANSWER cannot be checked: {e}")
-        tau = ctx.query["threshold"]
-        want = theta > tau
-        if ctx.answer != want:
-            return Check.fail(f"ANSWER {'yes' if ctx.answer else 'no'} disagrees with RESULT {theta:g} vs threshold {tau:g}")
+            return Check.fail(f"ANSWER cannot be checked against RESULT: {e}")
+        if abs(theta - tau) > eps and ctx.answer != (theta > tau):
+            return Check.fail(f"ANSWER {said} disagrees with RESULT {theta:g} vs threshold {tau:g}")
         return PASS
 
     # ---- rendering ----------------------------------------------------------------------------
