@@ -3,7 +3,7 @@
 Covered (find-one-valid) question types, mapped by regex on the question text:
 
 * backdoor adjustment set (any / minimal / maximal; DAG and ADMG)  -> ``backdoor_set``
-* front-door adjustment set (any / minimal / maximal)                -> ``frontdoor_set``
+* front-door adjustment set (any / minimal / maximal)                -> ``frontdoor_set`` (criterion=per_member)
 * d-separation / m-separation node set (any / minimal / maximal)     -> ``separation_set``
 * blocking set of a given typed path (any / minimal)                -> ``blocking_set``
 * one directed cycle                                                 -> ``cycle_witness``
@@ -97,6 +97,8 @@ def map_question(question: str) -> tuple[str, dict[str, Any]] | None:
         variant = _variant(gd.get("variant"))
         if task in ("backdoor_set", "frontdoor_set"):
             x, y = gd.get("x") or gd.get("x2"), gd.get("y") or gd.get("y2")
+            if task == "frontdoor_set":  # CLEAR labels front-door sets by the per-member reading of (iii)
+                return task, {"treatment": x, "outcome": y, "variant": variant, "criterion": "per_member"}
             return task, {"treatment": x, "outcome": y, "variant": variant}
         if task == "separation_set":
             try:

@@ -51,7 +51,8 @@ from calver.verifier.paths import (  # noqa: F401  (re-exported)
 __all__ = [
     "ancestors", "descendants", "ancestors_mask", "descendants_mask",
     "is_separated", "is_d_separated", "is_m_separated", "open_path", "find_open_path",
-    "backdoor_violation", "is_backdoor_set", "frontdoor_violation", "is_frontdoor_set",
+    "backdoor_violation", "is_backdoor_set", "frontdoor_violation", "is_frontdoor_set", "FRONTDOOR_CRITERIA",
+    "smaller_separator", "larger_separator",
     "path_edges", "is_path", "blocks_path", "format_path",
     "find_directed_cycle", "is_directed_cycle",
     "directed_path_exists", "find_directed_path", "reachable_after_do",
@@ -78,15 +79,14 @@ def _sep_masks(g: CausalGraph, xs: Nodes, ys: Nodes, zs: Nodes) -> tuple[int, in
     return xm, ym, zm
 
 
-def _connected(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> bool:
-    """Is some node of ``ym`` d-/m-connected to ``xm`` given ``zm``, in the graph with the
-    outgoing directed edges of ``no_out`` deleted? (Masks assumed valid.)
+def _reach(g: CausalGraph, xm: int, zm: int, no_out: int = 0, stop: int = 0) -> int:
+    """Mask of the nodes outside X ∪ Z that are d-/m-connected to some node of ``xm`` given
+    ``zm``, in the graph with the outgoing directed edges of ``no_out`` deleted; returns early
+    (a partial mask) once a node of ``stop`` is reached. (Masks assumed valid.)
 
     Walk form of Bayes-ball: colliders pass only when in Z itself, because a collider with a
     descendant in Z is handled by the walk going down to that descendant and bouncing back up
     (walk connection with colliders in Z equals path connection with colliders in An(Z))."""
-    if not xm or not ym:
-        return False
     pm, cm, sm = g.parents_mask, g.children_mask, g.siblings_mask
     keep = ~no_out
     notz = ~zm
@@ -117,13 +117,21 @@ def _connected(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> bo
             nd |= sm[i]
         nu &= keep & ~up
         nd &= ~down
-        if (nu | nd) & ym:
-            return True
         up |= nu
         down |= nd
+        if (nu | nd) & stop:
+            break
         fu = nu & notz
         fd = nd
-    return False
+    return (up | down) & ~(xm | zm)
+
+
+def _connected(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> bool:
+    """Is some node of ``ym`` d-/m-connected to ``xm`` given ``zm``, in the graph with the
+    outgoing directed edges of ``no_out`` deleted? (Masks assumed valid; see :func:`_reach`.)"""
+    if not xm or not ym:
+        return False
+    return bool(_reach(g, xm, zm, no_out, ym) & ym)
 
 
 def _open_walk(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> tuple[list[int], list[str]] | None:
@@ -252,12 +260,27 @@ def is_backdoor_set(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes) -> bool:
     return not _connected(g, xm, ym, zm, xm)
 
 
-def frontdoor_violation(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes) -> str | None:
+FRONTDOOR_CRITERIA = ("set", "per_member")
+
+
+def _iii_starts(zm: int, criterion: str) -> list[int]:
+    """Condition (iii) tests s ⊥ Y | X without s's out-edges for each s returned."""
+    if criterion not in FRONTDOOR_CRITERIA:
+        raise ValueError(f"front-door criterion must be one of {FRONTDOOR_CRITERIA}, got {criterion!r}")
+    return [zm] if criterion == "set" else [1 << i for i in bits(zm)]
+
+
+def frontdoor_violation(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes, criterion: str = "set") -> str | None:
     """None if Z satisfies Pearl's front-door criterion relative to (X, Y), else a reason:
     (i) Z intercepts every directed path from X to Y; (ii) every back-door path from X to Z is
-    blocked by ∅ (X ⊥ Z in the graph without X's outgoing edges); (iii) every back-door path
-    from Z to Y is blocked by X (Z ⊥ Y | X in the graph without Z's outgoing edges). Z must be
-    non-empty and exclude X and Y. Bidirected edges count as back-door paths (ADMGs)."""
+    blocked by ∅ (X ⊥ Z in the graph without X's outgoing edges); (iii) back-door paths from Z to
+    Y are blocked by X. ``criterion`` reads (iii): ``set`` (default): Z ⊥ Y | X in the graph
+    without the outgoing edges of every member of Z (only paths leaving Z at their first node
+    count); ``per_member``: each z ∈ Z alone, z ⊥ Y | X in the graph without z's outgoing edges,
+    which is "every back-door path z ... Y in G is blocked by X" (a collider that is an ancestor
+    of X only through z reroutes to an open path through z's parents). Z must be non-empty and
+    exclude X and Y. Bidirected edges count as back-door paths (ADMGs)."""
+    _iii_starts(0, criterion)
     xm, ym = _treatment_outcome(g, x, y, "front-door")
     zm = node_mask(g, zs)
     if not zm:
@@ -274,22 +297,60 @@ def frontdoor_violation(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes) -> str | 
     if w is not None:
         return (f"backdoor path {_walk_text(g, w)} from treatment {g.nodes[w[0][0]]} to "
                 f"{g.nodes[w[0][-1]]} in Z is open (given nothing)")
-    w = _open_walk(g, zm, ym, xm, zm)
+    w = next(filter(None, (_open_walk(g, s, ym, xm, s) for s in _iii_starts(zm, criterion))), None)
     if w is not None:
         return (f"backdoor path {_walk_text(g, w)} from {g.nodes[w[0][0]]} in Z to outcome "
                 f"{g.nodes[w[0][-1]]} is not blocked by the treatment {fmt_nodes(g, xm)}")
     return None
 
 
-def is_frontdoor_set(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes) -> bool:
+def is_frontdoor_set(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes, criterion: str = "set") -> bool:
     """Whether Z satisfies the front-door criterion (see :func:`frontdoor_violation`)."""
+    _iii_starts(0, criterion)
     xm, ym = _treatment_outcome(g, x, y, "front-door")
     zm = node_mask(g, zs)
     if not zm or zm & (xm | ym):
         return False
     if directed_path_indices(g, xm, ym, blocked=zm) is not None:
         return False
-    return not _connected(g, xm, zm, 0, xm) and not _connected(g, zm, ym, xm, zm)
+    return not _connected(g, xm, zm, 0, xm) and not any(_connected(g, s, ym, xm, s) for s in _iii_starts(zm, criterion))
+
+
+# ---- exact minimal / maximal separators -------------------------------------------------------
+# van der Zander, Liśkiewicz & Textor (2019): for I ⊆ R, some separator Z with I ⊆ Z ⊆ R exists
+# iff R ∩ An(X ∪ Y ∪ I) separates (An in the graph where separation is tested). It holds for
+# m-separation in ADMGs: Z separates iff it separates X, Y in the augmented graph of
+# An(X ∪ Y ∪ Z); that graph for a larger ancestral set contains the one for a smaller set, so a
+# path there avoiding R ∩ An(X ∪ Y ∪ I) would avoid Z too. Both tests below are therefore exact.
+def _an(g: CausalGraph, seed: int, no_out: int) -> int:
+    return closure(g.parents_mask, seed, no_out) | seed  # an out-edge of no_out is gone
+
+
+def smaller_separator(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> int | None:
+    """A separating proper subset of the separator ``zm`` (mask), or None when ``zm`` is minimal:
+    for some v ∈ Z, (Z ∖ {v}) ∩ An(X ∪ Y) separates (the lemma with R = Z ∖ {v}, I = ∅)."""
+    _require_acyclic(g, "d-/m-separation")
+    an = _an(g, xm | ym, no_out)
+    for i in bits(zm):
+        cand = zm & ~(1 << i) & an
+        if not _connected(g, xm, ym, cand, no_out):
+            return cand
+    return None
+
+
+def larger_separator(g: CausalGraph, xm: int, ym: int, zm: int, rm: int, no_out: int = 0) -> int | None:
+    """A separating proper superset (within ``rm``) of the separator ``zm``, or None when ``zm`` is
+    maximal: for some v ∈ R ∖ Z, R ∩ An(X ∪ Y ∪ Z ∪ {v}) separates (the lemma with I = Z ∪ {v})."""
+    _require_acyclic(g, "d-/m-separation")
+    base = _an(g, xm | ym | zm, no_out)
+    cand = rm & base  # the closure for every v already in An(X ∪ Y ∪ Z): one test covers them
+    if cand != zm and not _connected(g, xm, ym, cand, no_out):
+        return cand
+    for i in bits(rm & ~base):
+        cand = rm & _an(g, xm | ym | zm | (1 << i), no_out)
+        if not _connected(g, xm, ym, cand, no_out):
+            return cand
+    return None
 
 
 # ---- mediators ---------------------------------------------------------------------------
@@ -305,16 +366,31 @@ def _mediator_mask(g: CausalGraph, ix: int, iy: int, one_hop: bool) -> int:
 
 
 def is_mediator(g: CausalGraph, x: str, y: str, m: str, one_hop: bool = False) -> bool:
-    """Whether ``m`` (not x or y) lies on a directed path x -> ... -> m -> ... -> y; with
-    ``one_hop`` whether both edges x -> m and m -> y exist. In cyclic graphs the two halves are
-    required to avoid y and x respectively (reachability, not a full simple-path check)."""
+    """Whether ``m`` is a mediator of x on y (see :func:`mediators`); with ``one_hop`` whether
+    ``m`` is not x or y and both edges x -> m and m -> y exist."""
     ix, iy, im = single_node(g, x, "x"), single_node(g, y, "y"), single_node(g, m, "m")
     return bool(_mediator_mask(g, ix, iy, one_hop) >> im & 1)
 
 
 def mediators(g: CausalGraph, x: str, y: str, one_hop: bool = False) -> frozenset[str]:
-    """All nodes ``m`` with ``is_mediator(g, x, y, m, one_hop)``."""
+    """The mediators of x on y: nodes m not in {x, y} on a directed *walk* x -> ... -> m -> ... -> y
+    that visits x only at its start and y only at its end; equivalently m is reachable from x in
+    G - {y} and y is reachable from m in G - {x}. On a DAG this is "m lies on a directed path from
+    x to y"; on a cyclic graph a feedback loop through m counts (it carries x's effect to y), and
+    the walk reading is used because deciding whether m lies on a *simple* directed x-y path is
+    NP-complete in directed graphs. ``one_hop``: only m with edges x -> m and m -> y."""
     return g.names(_mediator_mask(g, single_node(g, x, "x"), single_node(g, y, "y"), one_hop))
+
+
+def mediator_walk(g: CausalGraph, x: str, y: str, m: str) -> list[str] | None:
+    """A witness for :func:`mediators`: a shortest directed path x -> ... -> m in G - {y} joined to
+    a shortest directed path m -> ... -> y in G - {x} (a walk; a simple path on a DAG), or None if
+    ``m`` is not a mediator."""
+    if m in (x, y):
+        return None
+    head = find_directed_path(g, x, m, removed_incoming=y)
+    tail = find_directed_path(g, m, y, removed_incoming=x)
+    return head + tail[1:] if head and tail else None
 
 
 # ---- validity-class enumeration -----------------------------------------------------------

@@ -2,6 +2,8 @@
 
 Valid: Z ∩ ({X, Y} ∪ De(X)) = ∅ and X ⊥ Y | Z in G with X's outgoing edges removed (d-separation on
 DAGs, m-separation on ADMGs). The derivation lists backdoor paths that Z blocks as witnesses.
+Valid sets are the separators within R = V ∖ ({X, Y} ∪ De(X)), so minimal/maximal are exact
+(:class:`~calver.verifier.tasks.base.SeparatorFamily`).
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from typing import Any
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.primitives import is_backdoor_set
 from calver.verifier.registry import register
-from calver.verifier.tasks.base import NodeSetFamily
+from calver.verifier.tasks.base import SeparatorFamily
 from calver.verifier.tasks.paths import backdoor_paths
 
 
 @register
-class BackdoorSet(NodeSetFamily):
+class BackdoorSet(SeparatorFamily):
     name = "backdoor_set"
     description = "find a valid backdoor adjustment set for the effect of treatment on outcome"
     operation = "backdoor_check"
@@ -35,8 +37,23 @@ class BackdoorSet(NodeSetFamily):
         "ANSWER": "the adjustment set only",
     }
 
+    def normalize_query(self, problem):
+        q = super().normalize_query(problem)
+        if q["treatment"] == q["outcome"]:
+            from calver.verifier.problem import ProblemError
+
+            raise ProblemError("query fields 'treatment' and 'outcome' must differ")
+        return q
+
     def excluded(self, query: dict[str, Any]) -> frozenset[str]:
         return frozenset((query["treatment"], query["outcome"]))
+
+    def separator_masks(self, g, query):
+        from calver.verifier.primitives import descendants_mask
+
+        xm, ym = 1 << g.index(query["treatment"]), 1 << g.index(query["outcome"])
+        rm = ((1 << len(g.nodes)) - 1) & ~(xm | ym | descendants_mask(g, xm))
+        return xm, ym, rm, xm
 
     def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
         from calver.verifier.primitives import descendants

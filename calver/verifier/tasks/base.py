@@ -24,7 +24,11 @@ from calver.verifier.registry import (
     parse_bool,
 )
 
-_MINMAX_LIMIT = 14
+_SEARCH_LIMIT = 1 << 16  # subsets one exhaustive minimal/maximal check may test before failing closed
+
+
+class TooLargeToGrade(Exception):
+    """An exhaustive minimal/maximal check would exceed ``_SEARCH_LIMIT`` subsets."""
 
 
 @lru_cache(maxsize=16384)
@@ -40,7 +44,7 @@ def cached_path(text: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     from calver.verifier.parsers import parse_path
 
     nodes, types = parse_path(text)
-    return tuple(nodes), (tuple(types) if types else None)  # subset checks for minimal/maximal variants stay exact up to this many nodes
+    return tuple(nodes), (tuple(types) if types else None)
 
 
 def parse_result_bool(text: str) -> bool:
@@ -67,6 +71,7 @@ def split_paths(text: str) -> list[str]:
 
 
 _WITNESS_MEMO: dict[tuple[int, str], tuple] = {}
+_MINMAX_MEMO: dict[tuple, tuple] = {}
 
 
 def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str, str] | None = None) -> Check:
@@ -157,37 +162,80 @@ class NodeSetFamily(TaskFamily):
         if not self.is_base_valid(g, query, nodes):  # fast boolean first; the reason only on failure
             return Check.fail(self.base_violation(g, query, nodes) or f"{format_set(nodes)} is not valid")
         variant = query.get("variant", "any")
-        if variant == "minimal":
-            smaller = self._proper_subset_valid(g, query, nodes)
-            if smaller is not None:
-                return Check.fail(f"{format_set(nodes)} is valid but not minimal: {format_set(smaller)} is also valid")
-        elif variant == "maximal":
-            larger = self._proper_superset_valid(g, query, nodes)
-            if larger is not None:
-                return Check.fail(f"{format_set(nodes)} is valid but not maximal: {format_set(larger)} is also valid")
+        if variant not in ("minimal", "maximal"):
+            return PASS
+        try:
+            other = self._minmax_memo(g, query, nodes, variant)
+        except TooLargeToGrade as e:
+            return Check.fail(f"too large to grade exactly: {e}")
+        if other is not None:
+            return Check.fail(f"{format_set(nodes)} is valid but not {variant}: {format_set(other)} is also valid")
         return PASS
 
-    def _proper_subset_valid(self, g, query, nodes) -> frozenset[str] | None:
-        members = sorted(nodes)
-        if len(members) > _MINMAX_LIMIT:  # one-removal test: exact for d-/m-separators (Tian et al. 1998)
-            subsets = (frozenset(members[:i] + members[i + 1 :]) for i in range(len(members)))
-        else:
-            subsets = (frozenset(c) for r in range(len(members)) for c in combinations(members, r))
-        for sub in subsets:
-            if self.is_base_valid(g, query, sub):
-                return sub
+    def _minmax_memo(self, g, query, nodes, variant) -> frozenset[str] | None:
+        """A pool's candidates repeat the same answers and a check may cost thousands of tests."""
+        key = (id(g), self.name, variant, tuple(sorted(query.items())), nodes)
+        try:
+            hit = _MINMAX_MEMO.get(key)
+        except TypeError:  # an unhashable query value: no memo
+            return (self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid)(g, query, nodes)
+        if hit is None or hit[0] is not g:
+            try:
+                found = (self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid)(g, query, nodes)
+            except TooLargeToGrade as e:
+                found = e
+            if len(_MINMAX_MEMO) > 4096:
+                _MINMAX_MEMO.clear()
+            hit = _MINMAX_MEMO[key] = (g, found)
+        if isinstance(hit[1], TooLargeToGrade):
+            raise hit[1]
+        return hit[1]
+
+    # Exact minimal/maximal checks. The default is an exhaustive search over what prune_pool
+    # leaves (valid families need not be monotone: front-door sets are not), failing closed past
+    # _SEARCH_LIMIT subsets; families with a polynomial exact test override both methods.
+    def prune_pool(self, g: CausalGraph, query: dict[str, Any], must: frozenset[str],
+                   pool: frozenset[str]) -> tuple[frozenset[str], frozenset[str]] | None:
+        """(must', pool') with must ⊆ must' ⊆ pool' ⊆ pool such that every valid S with must ⊆ S ⊆
+        pool also has must' ⊆ S ⊆ pool' (it must be provably sound), or None if no such S is
+        valid. The default prunes nothing."""
+        return must, pool
+
+    def _search(self, g, query, nodes, must, pool, fallback) -> frozenset[str] | None:
+        """First valid S ≠ ``nodes`` with must ⊆ S ⊆ pool, smallest additions first. Past
+        _SEARCH_LIMIT subsets only the ``fallback`` sets are tried (a witness is exact even then)
+        before failing closed."""
+        free = sorted(pool - must)
+        if pool != nodes and self.is_base_valid(g, query, pool):  # one test, often the witness
+            return pool
+        if 2 ** len(free) > _SEARCH_LIMIT:
+            for s in fallback(must, free):
+                if s != nodes and self.is_base_valid(g, query, s):
+                    return s
+            raise TooLargeToGrade(f"{len(free)} candidate nodes remain after pruning "
+                                  f"(more than {_SEARCH_LIMIT} subsets to search)")
+        for r in range(len(free) + 1):
+            for c in combinations(free, r):
+                s = must | frozenset(c)
+                if s != nodes and self.is_base_valid(g, query, s):
+                    return s
         return None
 
+    def _proper_subset_valid(self, g, query, nodes) -> frozenset[str] | None:
+        pruned = self.prune_pool(g, query, frozenset(), frozenset(nodes))
+        if pruned is None:
+            return None
+        return self._search(g, query, nodes, *pruned, lambda must, free: [
+            must | frozenset(free[:i] + free[i + 1:]) for i in range(len(free))])
+
     def _proper_superset_valid(self, g, query, nodes) -> frozenset[str] | None:
-        rest = [n for n in self.candidates(g, query) if n not in nodes]
-        if len(rest) > _MINMAX_LIMIT:
-            supersets = (nodes | {n} for n in rest)
-        else:
-            supersets = (nodes | set(c) for r in range(1, len(rest) + 1) for c in combinations(rest, r))
-        for sup in supersets:
-            if self.is_base_valid(g, query, frozenset(sup)):
-                return frozenset(sup)
-        return None
+        cands = frozenset(self.candidates(g, query))
+        if not nodes <= cands:  # a member outside the candidates: no superset is valid either
+            return None
+        pruned = self.prune_pool(g, query, frozenset(nodes), cands)
+        if pruned is None:
+            return None
+        return self._search(g, query, nodes, *pruned, lambda must, free: [must | {n} for n in free])
 
     def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
         """Every valid set (``is_base_valid`` on each subset of :meth:`candidates`, ordered by size
@@ -292,6 +340,8 @@ class NodeSetFamily(TaskFamily):
     def query_slot(self, problem, query: dict[str, Any]) -> str:
         pairs: dict[str, Any] = {"task": self.name}
         for key in self.query_keys:
+            if key != "variant" and key in self.query_defaults and query[key] == self.query_defaults[key]:
+                continue  # an optional key at its default (e.g. frontdoor criterion=set) is left out
             pairs[key] = _fmt_value(self.query_types[key], query[key])
         if problem.graph_class is not None:
             pairs["graph"] = problem.graph_class.value
@@ -322,6 +372,32 @@ class NodeSetFamily(TaskFamily):
                 "ANSWER": self.format_object(obj),
             }
         )
+
+
+class SeparatorFamily(NodeSetFamily):
+    """A node-set family whose valid sets are exactly the Z ⊆ R that separate X and Y in one graph
+    (G without the outgoing edges of ``no_out``): minimal/maximal are exact and polynomial by the
+    van der Zander–Liśkiewicz–Textor lemma (:func:`~calver.verifier.primitives.larger_separator`)."""
+
+    def separator_masks(self, g: CausalGraph, query: dict[str, Any]) -> tuple[int, int, int, int]:
+        """Masks (X, Y, R, no_out)."""
+        raise NotImplementedError
+
+    def _proper_subset_valid(self, g, query, nodes) -> frozenset[str] | None:
+        from calver.verifier.paths import node_mask
+        from calver.verifier.primitives import smaller_separator
+
+        xm, ym, _rm, no_out = self.separator_masks(g, query)
+        found = smaller_separator(g, xm, ym, node_mask(g, nodes), no_out)
+        return None if found is None else g.names(found)
+
+    def _proper_superset_valid(self, g, query, nodes) -> frozenset[str] | None:
+        from calver.verifier.paths import node_mask
+        from calver.verifier.primitives import larger_separator
+
+        xm, ym, rm, no_out = self.separator_masks(g, query)
+        found = larger_separator(g, xm, ym, node_mask(g, nodes), rm, no_out)
+        return None if found is None else g.names(found)
 
 
 def _fmt_value(kind: str, value: Any) -> str:

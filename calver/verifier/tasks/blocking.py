@@ -83,6 +83,15 @@ class BlockingSet(NodeSetFamily):
             hit = self._masks[key] = (g, path_blocking_masks(g, path, types or None))
         return blocks_path_masks(hit[1], node_mask(g, nodes))
 
+    def _proper_subset_valid(self, g, query, nodes):
+        # Z blocks iff it holds a non-collider of the path (then that node alone blocks) or misses
+        # some collider's descendant closure (then every subset, ∅ included, does too): every valid
+        # set has a valid subset of size <= 1, so testing ∅ and the singletons is exhaustive.
+        for sub in [frozenset()] + [frozenset([n]) for n in sorted(nodes)]:
+            if sub != nodes and self.is_base_valid(g, query, sub):
+                return sub
+        return None
+
     def witness_paths(self, g, query, nodes):
         path, types = query["path"]
         return [format_path(list(path), list(types) if types else None)]

@@ -1,4 +1,6 @@
-"""`separation_set`: find a conditioning set Z with X ⊥ Y | Z (d-separation on DAGs, m-separation on ADMGs)."""
+"""`separation_set`: find a conditioning set Z with X ⊥ Y | Z (d-separation on DAGs, m-separation on ADMGs).
+
+Minimal/maximal are exact and polynomial (:class:`~calver.verifier.tasks.base.SeparatorFamily`)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,11 @@ from calver.verifier.contract import format_set
 from calver.verifier.graph import GraphClass
 from calver.verifier.primitives import is_separated
 from calver.verifier.registry import register
-from calver.verifier.tasks.base import NodeSetFamily
+from calver.verifier.tasks.base import SeparatorFamily
 
 
 @register
-class SeparationSet(NodeSetFamily):
+class SeparationSet(SeparatorFamily):
     name = "separation_set"
     description = "find a node set that d-separates (DAG) or m-separates (ADMG) x from y"
     operation = "separation_check"
@@ -44,6 +46,12 @@ class SeparationSet(NodeSetFamily):
 
     def excluded(self, query: dict[str, Any]) -> frozenset[str]:
         return frozenset(query["x"]) | frozenset(query["y"])
+
+    def separator_masks(self, g, query):
+        from calver.verifier.primitives import node_mask
+
+        xm, ym = node_mask(g, query["x"]), node_mask(g, query["y"])
+        return xm, ym, ((1 << len(g.nodes)) - 1) & ~(xm | ym), 0
 
     def base_violation(self, g, query, nodes):
         from calver.verifier.primitives import is_separated, open_path
