@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, parse_graph, render_graph, score
-from calver.verifier.graph_text import _parse_prose
+from calver.verifier.graph_prose import _parse_prose
 from calver.verifier.parsers import (
     RENDER_FORMATS, ParseError, graph_cache, parse_node_list, parse_node_set, parse_node_sets, parse_path,
 )
@@ -71,9 +71,13 @@ def test_prose_relations_under_the_cap_are_still_the_full_product():
     want_d = set(product(["a1", "a2", "a3"], ["b1", "b2"]))
     want_b = {tuple(sorted(p)) for p in combinations(["c1", "c2", "c3", "c4"], 2)}
     assert g.directed == want_d and g.bidirected == want_b
-    k = 200  # 200 x 200 = 40k edges < MAX_EDGES = 50k: accepted in full (the graph itself is over MAX_NODES)
+    k = 6  # 36 edges from ~70 characters: within the per-character budget, accepted in full
     _, d, _, _ = _parse_prose(f"{_names('a', k)} causes {_names('b', k)}.")
     assert len(d) == k * k and set(d) == set(product([f"a{i}" for i in range(k)], [f"b{i}" for i in range(k)]))
+    # 200 x 200 = 40k edges from ~2 KB (under MAX_EDGES, but far more edges than characters): refused
+    # before any edge is built, so a few KB of prose cannot cost 40k edge insertions per score
+    with pytest.raises(ParseError, match="two characters"):
+        _parse_prose(f"{_names('a', 200)} causes {_names('b', 200)}.")
 
 
 def test_score_survives_prose_blowup_graph_slot():

@@ -55,8 +55,9 @@ from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.graph_text import (
     _DOT_HEAD, MAX_EDGES, ParseError, _arrow_lex, _bad,
     _jtype, _looks_like_matrix, _matrix_edges, _parse_arrows, _parse_dot, _parse_graphml,
-    _parse_matrix, _parse_prose,
+    _parse_matrix,
 )
+from calver.verifier.graph_prose import _parse_prose
 
 __all__ = ["GraphError", "ParseError", "parse_graph", "render_graph", "parse_node_set", "parse_node_sets",
            "parse_node_list", "parse_path", "graph_cache", "FORMATS", "RENDER_FORMATS"]

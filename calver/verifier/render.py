@@ -6,7 +6,8 @@ import json
 import re
 
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
-from calver.verifier.graph_text import _BARE, _NUM, _PHRASES, _STOP
+from calver.verifier.graph_prose import _PHRASES, _STOP
+from calver.verifier.graph_text import _BARE, _NUM
 
 RENDER_FORMATS = ("arrows", "json", "json_parents", "matrix", "graphml", "dot", "prose", "clear")
 _XML_ATTR = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;", "\t": "&#9;",

@@ -1,0 +1,155 @@
+"""Prose graph descriptions ("A causes B, C and D. B and C share a hidden common cause.")."""
+
+from __future__ import annotations
+
+import functools
+import re
+from itertools import accumulate, combinations
+
+from calver.verifier.graph_text import MAX_EDGES, ParseError
+
+_STOP = frozenset("""a an the it its this that these those which who whom what there they them he she we
+you i not never no cannot can't doesn't don't didn't won't does do did may might could would should will
+can must also directly indirectly only still longer often both either neither each every all some any is
+are was were be been being has have had of to from by in on at for with as or and but if then than so
+node nodes variable variables vertex vertices common hidden latent edge edges graph model""".split())
+_FILLER = frozenset("the a an node nodes variable variables vertex both".split())
+_ADJ = r"(?:hidden|latent|unobserved|unmeasured|unobservable|common|shared)"
+_PHRASES = re.compile(r"(?<![^ ])(?:" + "|".join(f"(?P<{name}>{pat})" for name, pat in (
+    ("decl", r"(?:variables|nodes|vertices)(?: (?:in|of) (?:the|this) (?:graph|model|system|dag|admg))?"
+             r"(?: (?:are|include|includes))?(?: :)?"),
+    ("frm", r"(?:an? |the )?(?:directed )?(?:edge|arrow|arc|link) (?:going )?from"),
+    ("btw", r"an? (?:(?:bi-?directed|bidirectional) (?:edge|arrow|arc|link)|(?:common )?confounder"
+            r"|(?:(?:hidden|latent|unobserved|unmeasured|unobservable) )+(?:common )?(?:causes?|confounders?|variables?|parents?|confounding))"
+            r" (?:between|of|affecting|influencing|for|behind)|(?:hidden |latent |unobserved )?confounding (?:between|of)"),
+    ("biw", r"(?:is|are) (?:hidden |latently )?confounded with|(?:share|shares|has|have) an? (?:" + _ADJ + r" ){0,3}"
+            r"(?:causes?|confounders?|parents?) with|(?:has|have) an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link) (?:to|with)"),
+    ("bi", r"(?:share|shares|have|has) an? (?:" + _ADJ + r" ){0,3}(?:causes?|confounders?|parents?|confounding)"
+           r"|(?:are|is) (?:(?:hidden |latently )?confounded|(?:connected|linked|joined) by an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link))"
+           r"|(?:have|has) an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link)(?: between them)?"),
+    ("rev", r"(?:is|are) (?:directly |causally )?(?:caused|affected|influenced|determined|driven|produced|impacted) by"
+            r"|(?:is|are) (?:a |an |the )?(?:direct )?(?:child|children|effects?|consequences?|results?|outcomes?) of"
+            r"|depends? (?:directly |causally )?on|(?:has|have) (?:the )?(?:direct )?(?:parents?|causes?)"),
+    ("fwd", r"(?:directly |also |causally )?(?:causes|cause|affects|affect|influences|influence|determines|determine"
+            r"|drives|drive|produces|produce|impacts|impact|leads to|lead to|results in|result in|points to|point to"
+            r"|(?:has|have) an? (?:direct )?(?:causal )?(?:effect|influence|impact) (?:on|upon)"
+            r"|(?:has|have) an? (?:directed )?(?:edge|arrow|arc|link) (?:pointing )?(?:to|into)"
+            r"|(?:is|are) (?:a |an |the )?(?:common )?(?:direct )?(?:causes?|parents?) of)"),
+)) + r")(?![^ ])")
+_PROSE_TOK = r"(?P<q>\"[^\"\n]{1,200}\"|“[^”\n]{1,200}”)|(?P<w>\w+(?:['’-]\w+)*)|(?P<p>[,:])|(?P<s>[.!?;\n]+)"
+
+
+@functools.lru_cache(maxsize=256)
+def _prose_lexer(known: tuple[str, ...]):
+    multi = sorted((n for n in known if not re.fullmatch(r"\w+", n)), key=len, reverse=True)
+    alt = "|".join(map(re.escape, multi))
+    return re.compile((rf"(?P<k>(?<!\w)(?:{alt})(?!\w))|" if alt else "") + _PROSE_TOK)
+
+
+def _parse_prose(text: str, hint=None):
+    known, nodes, d, b, sent = (set(hint) if hint else None), [], [], [], []
+    if len(text) > 500_000:
+        raise ParseError("prose longer than 500000 characters")
+    # Honest prose spends a few characters per edge ("A causes B, C, D"): a list-times-list sentence
+    # that yields far more edges than the text has characters is refused before it is built.
+    budget = min(MAX_EDGES, len(text) // 2 + 32)
+    for m in _prose_lexer(tuple(hint or ())).finditer(text + "\n"):
+        k, v = m.lastgroup, m.group()
+        if k != "s":
+            sent.append((k, v[1:-1] if k == "q" else v))  # strip only the quote pair: 'a"' stays 'a"'
+            continue
+        _prose_sentence(sent, known, nodes, d, b, budget)
+        sent = []
+    if not nodes:
+        raise ParseError("no causal relation or node declaration recognised in prose")
+    return nodes, d, b, None
+
+
+def _prose_sentence(toks, known, nodes, d, b, budget=MAX_EDGES):
+    low = [v.lower() if k in ("w", "p") else "\x00" for k, v in toks]
+    joined = " ".join(low)
+    index = {p: i for i, p in enumerate(accumulate((len(w) + 1 for w in low[:-1]), initial=0))}
+    matches = [(m.lastgroup, index[m.start()], index[m.start()] + m.group().count(" ") + 1)
+               for m in _PHRASES.finditer(joined) if m.start() in index]
+    phrase_at = {i for _, i, _ in matches}
+
+    def is_name(i):
+        if not 0 <= i < len(toks):
+            return False
+        k, v = toks[i]
+        return k in ("q", "k") or (k == "w" and ((len(v) == 1 and v.isupper()) or v.lower() not in _STOP))
+
+    def fwd_list(j):  # -> (names, index of the next unread token, index after the last name)
+        out, end = [], j
+        while True:
+            while j < len(toks) and toks[j][0] == "w" and toks[j][1].lower() in _FILLER and not (
+                    len(toks[j][1]) == 1 and toks[j][1].isupper()):
+                j += 1
+            if not is_name(j) or (out and j + 1 in phrase_at):
+                return out, j, end
+            out.append(toks[j][1])
+            end = k = j + 1
+            if k < len(low) and low[k] == ",":
+                k += 1
+            if k < len(low) and low[k] == "and":
+                k += 1
+            if k == j + 1:
+                return out, k, end
+            j = k
+
+    def back_list(i, floor):
+        out = []
+        while i >= floor and is_name(i):
+            out.append(toks[i][1])
+            k = i - 1
+            if k >= 0 and low[k] == "and":
+                k -= 1
+            if k >= 0 and low[k] == ",":
+                k -= 1
+            if k == i - 1:
+                break
+            i = k
+        return out[::-1]
+
+    last_obj, floor = None, 0
+    for kind, i, j in matches:
+        i0 = i - 1
+        while i0 > floor and low[i0] in ("both", "also", "each", "jointly", "together", "all"):
+            i0 -= 1
+        subs = back_list(i0, floor)
+        if not subs and i > 0 and low[i - 1] in ("which", "that", "who") and last_obj:
+            subs = [last_obj]
+        if kind == "frm":
+            src, j2, _ = fwd_list(j)
+            if len(src) != 1 or j2 >= len(low) or low[j2] != "to":
+                continue
+            subs, kind, j = src, "fwd", j2 + 1
+        objs, _, end = fwd_list(j) if kind != "bi" else ([], 0, j)
+        floor = max(floor, end) if kind != "decl" else floor
+        # size the relation before building it: a list-times-list sentence is quadratic (audit B3)
+        group = len(subs if kind == "bi" else objs)
+        n = {"decl": group, "fwd": len(subs) * group, "rev": len(subs) * group, "biw": len(subs) * group}.get(
+            kind, group * (group - 1) // 2)
+        if n + len(d) + len(b) > budget:
+            raise ParseError(f"too many edges in prose (more than {budget}: one per two characters of text)"
+                             if budget < MAX_EDGES else "too many edges in prose")
+        if kind == "decl":
+            pairs = [(o, o, "n") for o in objs]
+        elif kind in ("fwd", "rev"):
+            pairs = [(s, o, kind) for s in subs for o in objs]
+        elif kind == "biw":
+            pairs = [(s, o, "bi") for s in subs for o in objs]
+        else:
+            pairs = [(x, y, "bi") for x, y in combinations(subs if kind == "bi" else objs, 2)]
+        for s, o, t in pairs:
+            if known is not None and (s not in known or o not in known):
+                continue
+            nodes.extend((s, o) if s != o else (s,))
+            if t == "fwd":
+                d.append((s, o))
+            elif t == "rev":
+                d.append((o, s))
+            elif t == "bi" and s != o:
+                b.append((s, o))
+        if objs:
+            last_obj = objs[-1]
