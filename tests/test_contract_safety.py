@@ -380,3 +380,31 @@ def test_every_calver_implementation_breaks_ties_the_same_way():
         assert BUILTIN_SELECTORS["calver"](u) == want and TIE_AUDIT["calver_first"](u) == want
         cands = [Cand(t, 0, "pool", 0, s.total, s.bits, s.answer) for t, s in ((t, score(t, PROBLEM)) for t in texts)]
         assert calver_pick(cands) == want
+
+
+# ---- the canonical fast path equals the general splitter ----------------------------------------------
+
+
+def _general_split(trace: str):
+    """split_slots with the canonical fast path switched off (the reference)."""
+    from unittest import mock
+
+    from calver.verifier import contract
+
+    with mock.patch.object(contract, "_split_canonical", lambda t: None):
+        return contract.split_slots(trace)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["", " ", "  ", "**", "*x*", "`a`", "_", "\r", "x\u2028y", "{A, B}", "A -> B",
+                                 "GRAPH: x", "task=x; y=1", "```", "- z", ":", "\t"]), min_size=6, max_size=6),
+       st.sampled_from(["GRAPH", "CONSTRAINTS"]), st.booleans())
+def test_canonical_fast_path_equals_general_path(values, graph_label, newline):
+    from calver.verifier.contract import SLOTS, _split_canonical
+
+    labels = [graph_label, *SLOTS[1:]]
+    trace = "\n".join(f"{lab}: {v}" for lab, v in zip(labels, values)) + ("\n" if newline else "")
+    fast = _split_canonical(trace)
+    assert fast is not None  # the shape is canonical, so the fast path must take it
+    ref = _general_split(trace)
+    assert (fast.values, fast.problems, fast.header_names) == (ref.values, ref.problems, ref.header_names)

@@ -34,6 +34,9 @@ def register(cls: type["TaskFamily"]) -> type["TaskFamily"]:
 
 
 def get_family(name: str) -> "TaskFamily":
+    fam = _REGISTRY.get(name) if _BUILTINS_LOADED else None  # the hot path: one dict lookup
+    if fam is not None:
+        return fam
     _load_builtin_families()
     try:
         return _REGISTRY[name]
@@ -46,8 +49,14 @@ def families() -> dict[str, "TaskFamily"]:
     return dict(sorted(_REGISTRY.items()))
 
 
+_BUILTINS_LOADED = False
+
+
 def _load_builtin_families() -> None:
+    global _BUILTINS_LOADED
     import calver.verifier.tasks  # noqa: F401  (registers the built-in families on import)
+
+    _BUILTINS_LOADED = True
 
 
 ANSWER_TYPES = ("set", "path", "bool", "number", "assignment", "node")
