@@ -251,9 +251,15 @@ def parse_kv(text: str) -> dict[str, str]:
 
     Values may contain commas, arrows and brackets (``adjustment={A, B}``): a value runs until the
     next ``key=`` at bracket depth 0. Raises ``ValueError`` on a duplicated key with another value.
-    Memoized: the candidates of one pool repeat their QUERY and DERIVATION slots.
+    Memoized: the candidates of one pool repeat their QUERY and DERIVATION slots (only short texts,
+    so the memo stays small in bytes however long the slots a policy writes).
     """
+    if len(text) > _KV_CACHE_MAX_CHARS:
+        return dict(_parse_kv_cached.__wrapped__(text))
     return dict(_parse_kv_cached(text))
+
+
+_KV_CACHE_MAX_CHARS = 2_000
 
 
 # The tail after the last ')' is possessive: `\s*`?\s*\.?\s*$` split a blank run three ways, cubic
