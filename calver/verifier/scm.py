@@ -1,5 +1,4 @@
-"""Binary structural causal models (a DAG plus conditional probability tables) and the strict ATE
-certificate.
+"""Binary structural causal models (a DAG plus conditional probability tables): SCM math only.
 
 Every variable is binary (0/1). A CPT stores ``p1[i] = P(V=1 | parents = config i)`` where config
 ``i`` reads the parents' values as a binary number, the *first* listed parent being the most
@@ -32,7 +31,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+from calver.verifier.graph import CausalGraph, GraphClass
 
 MAX_SCM_NODES = 20  # the joint has 2^n entries
 
@@ -69,7 +68,8 @@ class BinarySCM:
                 raise ValueError(f"no CPT for {v}")
             arr = np.asarray(list(p1[v]), dtype=float)
             if arr.shape != (2 ** len(ps),):
-                raise ValueError(f"CPT of {v} needs {2 ** len(ps)} entries (one per parent configuration), got {arr.size}")
+                raise ValueError(f"CPT of {v} needs {2 ** len(ps)} entries (one per parent configuration), "
+                                 f"got {arr.size}")
             if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1):
                 raise ValueError(f"CPT of {v} holds a value outside [0, 1]")
             tables[v] = arr
@@ -124,7 +124,8 @@ class BinarySCM:
             return "a binary SCM's graph has no bidirected edges"
         for v in self.nodes:
             if set(g.parents(v)) != set(self.parents[v]):
-                return (f"parents of {v} in the graph ({', '.join(sorted(g.parents(v))) or 'none'}) differ from its CPT's "
+                return (f"parents of {v} in the graph ({', '.join(sorted(g.parents(v))) or 'none'}) "
+                        "differ from its CPT's "
                         f"conditioning set ({', '.join(sorted(self.parents[v])) or 'none'})")
         return None
 
@@ -216,7 +217,8 @@ def parse_cpt_text(text: str) -> BinarySCM:
             raise ValueError(f"CPT line {ln}: probability {p} is outside [0, 1]")
         ps = tuple(names)
         if v in parents and parents[v] != ps:
-            raise ValueError(f"CPT line {ln}: {v} is conditioned on ({', '.join(ps)}), earlier on ({', '.join(parents[v])})")
+            raise ValueError(f"CPT line {ln}: {v} is conditioned on ({', '.join(ps)}), "
+                             f"earlier on ({', '.join(parents[v])})")
         parents[v] = ps
         i = sum(b << (len(vals) - 1 - j) for j, b in enumerate(vals))
         if i in entries.setdefault(v, {}):
@@ -262,7 +264,8 @@ def true_ate(scm: BinarySCM, x: str, y: str) -> float:
     return do_probability(scm, y, x, 1) - do_probability(scm, y, x, 0)
 
 
-def adjustment_arms(scm_or_joint: Any, x: str, y: str, zs: Iterable[str], nodes: tuple[str, ...] | None = None) -> tuple[float, float]:
+def adjustment_arms(scm_or_joint: Any, x: str, y: str, zs: Iterable[str],
+                    nodes: tuple[str, ...] | None = None) -> tuple[float, float]:
     """(Σ_z P(Y=1|X=1,z)P(z), Σ_z P(Y=1|X=0,z)P(z)) from the observational joint only.
 
     Raises ``ValueError`` naming the guard when X ∈ Z, Y ∈ Z, a name is unknown, or positivity
@@ -300,7 +303,8 @@ def adjustment_arms(scm_or_joint: Any, x: str, y: str, zs: Iterable[str], nodes:
     return float((cond[1] * pz).sum()), float((cond[0] * pz).sum())
 
 
-def adjustment_functional(scm_or_joint: Any, x: str, y: str, zs: Iterable[str], nodes: tuple[str, ...] | None = None) -> float:
+def adjustment_functional(scm_or_joint: Any, x: str, y: str, zs: Iterable[str],
+                          nodes: tuple[str, ...] | None = None) -> float:
     """ψ(P; X, Y, Z) = Σ_z [P(Y=1|X=1,z) − P(Y=1|X=0,z)] P(z) (see :func:`adjustment_arms`)."""
     a1, a0 = adjustment_arms(scm_or_joint, x, y, zs, nodes)
     return a1 - a0
@@ -308,80 +312,6 @@ def adjustment_functional(scm_or_joint: Any, x: str, y: str, zs: Iterable[str], 
 
 def is_positive(scm: BinarySCM) -> bool:
     return bool(np.all(scm.joint() > 0))
-
-
-# ---- the strict ATE certificate ---------------------------------------------------------------
-def strict_certificate(problem, trace: str) -> tuple[bool, list[str]]:
-    """Whether ``trace`` earns the strict ATE certificate for ``problem`` (Theorem 1), and why not.
-
-    Every guard is evaluated independently of the six-bit score (which it also requires):
-    max score 6/6; the graph is a DAG and P is positive; Z ∩ ({X, Y} ∪ De(X)) = ∅ (reasons
-    ``X in Z``, ``Y in Z``, ``descendant of X in Z``); X ⊥ Y | Z with X's outgoing edges removed
-    (``backdoor path open``); and the recomputed ψ lies outside the margin (``inside margin
-    |ψ−τ| ≤ ε``). Z is checked for membership *before* ψ is computed, so no number from an
-    X ∈ Z adjustment is ever trusted. The graph is the verifier's verification object (G*, which the
-    CPTs bind in both modes).
-    """
-    from calver.verifier.contract import split_slots
-    from calver.verifier.primitives import descendants, find_open_path
-    from calver.verifier.registry import get_family
-    from calver.verifier.scoring import score, verification_object
-
-    reasons: list[str] = []
-    fam = get_family(problem.task)
-    if problem.task != "ate_threshold":
-        return False, [f"the strict ATE certificate applies to ate_threshold problems, not {problem.task}"]
-    q = fam.normalize_query(problem)
-    x, y, tau, eps = q["treatment"], q["outcome"], q["threshold"], q["epsilon"]
-    sc = score(trace, problem)
-    if sc.total != 6:
-        failed = ", ".join(sorted(sc.reasons)) or "?"
-        reasons.append(f"not max score: {sc.total}/6 (failed {failed})")
-    slots = split_slots(trace)
-    g = verification_object(trace, problem)
-    if g is None:
-        return False, reasons + ["no usable graph"]
-    scm = fam.scm(problem)
-    if g.kind is not GraphClass.DAG or not g.acyclic:
-        reasons.append("graph is not a DAG")
-    if not is_positive(scm):
-        reasons.append("P is not positive")
-    stext = slots.get("STRATEGY")
-    try:
-        if stext is None:
-            raise ValueError(slots.problems.get("STRATEGY", "STRATEGY missing"))
-        z = fam.parse_set(stext)
-    except (ValueError, GraphError) as e:
-        return False, reasons + [f"no adjustment set: {e}"]
-    unknown = sorted(n for n in z if n not in g)
-    if unknown:
-        return False, reasons + [f"Z names unknown variable(s) {', '.join(unknown)}"]
-    membership_ok = True
-    if x in z:
-        reasons.append(f"X in Z: the treatment {x} is in the adjustment set")
-        membership_ok = False
-    if y in z:
-        reasons.append(f"Y in Z: the outcome {y} is in the adjustment set")
-        membership_ok = False
-    bad = sorted(z & descendants(g, x))
-    if bad:
-        reasons.append(f"descendant of X in Z: {', '.join(bad)}")
-        membership_ok = False
-    if not membership_ok:
-        reasons.append("ψ not computed: Z violates treatment exclusion")
-        return False, reasons
-    path = find_open_path(g, x, y, z, remove_outgoing_of=x)
-    if path is not None:
-        from calver.verifier.primitives import format_path
-
-        reasons.append(f"backdoor path open: {format_path(path[0], path[1])}")
-    try:
-        psi = adjustment_functional(scm, x, y, z)
-    except ValueError as e:
-        return False, reasons + [f"ψ not computed: {e}"]
-    if not abs(psi - tau) > eps:
-        reasons.append(f"inside margin |ψ−τ| ≤ ε: |{psi:.6g} − {tau:g}| = {abs(psi - tau):.3g} ≤ {eps:g}")
-    return not reasons, reasons
 
 
 def brute_force_joint(scm: BinarySCM) -> dict[tuple[int, ...], float]:
@@ -399,3 +329,13 @@ def brute_force_joint(scm: BinarySCM) -> dict[tuple[int, ...], float]:
             p *= p1 if vals[idx[v]] else 1.0 - p1
         out[vals] = p
     return out
+
+
+def __getattr__(name: str):
+    # ``strict_certificate`` moved to the ATE family (calver.verifier.tasks.ate); resolved lazily so
+    # this module stays SCM math that imports neither the scorer nor the registry.
+    if name == "strict_certificate":
+        from calver.verifier.tasks.ate import strict_certificate
+
+        return strict_certificate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,16 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from calver.verifier.contract import SLOTS, parse_kv, split_slots
+from calver.verifier.contract import SLOTS, SlotParse, parse_kv, split_slots
+from calver.verifier.family import Check, TraceContext
 from calver.verifier.graph import GraphError
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.registry import (
-    Check,
-    TraceContext,
-    get_family,
-    normalize_value,
-    values_equal,
-)
+from calver.verifier.registry import get_family
+from calver.verifier.values import normalize_value, values_equal
 
 TIE_RULES = ("first", "best", "worst")
 
@@ -33,6 +29,12 @@ class TraceScore:
     # without its graph): the bits then measure the trace's consistency with its own GRAPH, not
     # correctness. Rewards refuse such problems unless asked (``VerifierReward(allow_ungrounded=True)``).
     grounded: bool = True
+    # What the scorer parsed, so audits, feedback and certificates need not re-split the text (not
+    # part of equality, repr or to_dict): the six slots, the parsed GRAPH slot (None if absent or
+    # unparsable) and what b3-b6 were judged on (``TaskFamily.verification_graph``; None if nothing).
+    slots: SlotParse | None = field(default=None, compare=False, repr=False)
+    trace_graph: Any = field(default=None, compare=False, repr=False)
+    g_ver: Any = field(default=None, compare=False, repr=False)
 
     @property
     def total(self) -> int:
@@ -145,10 +147,8 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
         record(0, "GRAPH", hit[1])
     source = _source(problem, family, memo)
     grounded = source is not None or problem.mode == "supplied"
-    if source is not None:
-        ctx.g_ver = source  # both modes: the answer is judged on the problem's source
-    elif problem.mode != "supplied" and bits[0]:
-        ctx.g_ver = ctx.trace_graph  # sourceless constructed mode: consistency with the trace's own graph
+    # the source in both modes; sourceless constructed mode: the trace's own graph if it passed b1
+    ctx.g_ver = family.verification_graph(problem, ctx.trace_graph, bits[0] == 1, source)
 
     # b2 query ------------------------------------------------------------------------------
     qkey = ("QUERY", slots.get("QUERY"))
@@ -172,7 +172,7 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
     record(3, "DERIVATION", _safe(family.check_derivation, ctx))
     record(4, "RESULT", _safe(family.check_result, ctx))
     record(5, "ANSWER", _safe(family.check_answer, ctx))
-    return TraceScore(bits, reasons, ctx.answer, problem.task, grounded)
+    return TraceScore(bits, reasons, ctx.answer, problem.task, grounded, slots, ctx.trace_graph, ctx.g_ver)
 
 
 def _source(problem: Problem, family, memo: dict) -> Any:
@@ -188,19 +188,10 @@ def _source(problem: Problem, family, memo: dict) -> Any:
 
 
 def verification_object(trace_text: str, problem: Problem) -> Any:
-    """What ``trace_text`` is judged on, as :func:`score` sees it: the problem's source (G*, or the
-    family's formal object) when it has one, else the trace's own GRAPH slot (None if unusable)."""
-    family = get_family(problem.task)
-    source = family.verification_object(problem)
-    if source is not None or problem.mode == "supplied":
-        return source
-    text = split_slots(trace_text).get("GRAPH")
-    if text is None:
-        return None
-    try:
-        return family.parse_graph_slot(text, problem)
-    except (ValueError, GraphError, RecursionError):
-        return None
+    """What ``trace_text`` is judged on, exactly as :func:`score` judges it (``TraceScore.g_ver``):
+    the problem's source (G*, or the family's formal object) when it has one, else the trace's own
+    GRAPH slot if it passed b1, else None."""
+    return score(trace_text, problem).g_ver
 
 
 def is_grounded(problem: Problem) -> bool:
@@ -253,24 +244,12 @@ def grade(problem: Problem, answer: Any) -> bool:
     dict assignment). An answer that does not parse is wrong.
     """
     family = get_family(problem.task)
-    object_for = getattr(family, "object_for", None)  # (H5) a problem-aware reader: K&K's declared role words
-    if object_for is not None:
-        try:
-            obj = object_for(problem, answer)
-        except ProblemError:
-            raise
-        except (ValueError, GraphError, TypeError):
-            return False
-    elif isinstance(answer, str):
-        try:
-            obj = family.parse_object(answer)
-        except (ValueError, GraphError):
-            return False
-    else:
-        try:
-            obj = family.coerce_object(answer) if hasattr(family, "coerce_object") else answer
-        except (ValueError, GraphError, TypeError):
-            return False
+    try:
+        obj = family.object_for(problem, answer)  # problem-aware: K&K reads the puzzle's role words
+    except ProblemError:
+        raise
+    except (ValueError, GraphError, TypeError):
+        return False
     try:
         return bool(family.grade(problem, obj))
     except ProblemError:

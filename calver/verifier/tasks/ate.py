@@ -17,7 +17,7 @@ threshold; b3 STRATEGY Z is a valid backdoor set on G_ver; b4 the record names `
 binds treatment/outcome, ``adjustment`` = STRATEGY, ``effect`` = RESULT, and (if given)
 p1 − p0 = effect within ε; b5 |θ̂ − ψ(P; X, Y, Z)| ≤ ε; b6 ANSWER is yes iff the exact ATE (from the
 CPTs) exceeds τ, and it does not contradict θ̂ where |θ̂ − τ| > ε.
-The strict certificate (`calver.verifier.scm.strict_certificate`) is reported separately.
+The strict certificate (:func:`strict_certificate`) is reported separately.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ from itertools import combinations
 from typing import Any
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set
-from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.registry import PASS, Check, TaskFamily, TraceContext, normalize_value, register
-from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, true_ate
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.registry import register
+from calver.verifier.values import normalize_value
+from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, is_positive, true_ate
 
 DEFAULT_EPSILON = 0.01
 _YES = {"yes": True, "no": False, "true": True, "false": False}
@@ -64,12 +66,14 @@ class AteThreshold(TaskFamily):
     operation = "backdoor_adjust"
     answer_type = "bool"
     graph_classes = (GraphClass.DAG,)
+    data_payload_keys = frozenset({"cpts"})
     query_keys = ("treatment", "outcome", "threshold")
     query_types = {"treatment": "node", "outcome": "node", "threshold": "number"}
     example_query = {"treatment": "X", "outcome": "Y", "threshold": 0.1}
     slot_docs = {
         "QUERY": "task=ate_threshold; treatment=<X>; outcome=<Y>; threshold=<τ as given>; graph=DAG",
-        "STRATEGY": "the adjustment set Z you adjust for, e.g. {A, B} ({} for none); it must satisfy the backdoor criterion",
+        "STRATEGY": "the adjustment set Z you adjust for, e.g. {A, B} ({} for none); it must satisfy the backdoor "
+        "criterion",
         "DERIVATION": "backdoor_adjust(treatment=X, outcome=Y, adjustment={...}, p1=<Σ_z P(Y=1|X=1,z)P(z)>, "
         "p0=<Σ_z P(Y=1|X=0,z)P(z)>, effect=<p1 - p0>)",
         "RESULT": "the estimated average treatment effect as a number, e.g. 0.1234",
@@ -130,6 +134,18 @@ class AteThreshold(TaskFamily):
     def grade(self, problem: Problem, obj: Any) -> bool:
         return isinstance(obj, bool) and obj == self.truth(problem)
 
+    def is_valid_on(self, g: Any, query: dict[str, Any], obj: Any, problem: Problem | None = None) -> bool:
+        """A decision is valid iff it is the exact one (ψ from the problem's CPTs, whatever ``g``);
+        an adjustment set iff it satisfies the backdoor criterion on ``g``."""
+        if isinstance(obj, bool):
+            if problem is None:
+                raise ValueError("an ate_threshold decision is judged on the problem's CPTs: pass the problem")
+            return obj == (self.exact_effect(problem, query) > query["threshold"])
+        from calver.verifier.primitives import is_backdoor_set
+
+        z = frozenset(obj)
+        return all(n in g for n in z) and is_backdoor_set(g, query["treatment"], query["outcome"], z)
+
     def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
         """The *strategy* validity class: every valid backdoor set (answers are decisions: use ``grade``)."""
         from calver.verifier.primitives import descendants, enumerate_valid_sets, is_backdoor_set
@@ -170,6 +186,9 @@ class AteThreshold(TaskFamily):
 
     def canonical_answer_key(self, obj: Any) -> Any:
         return obj if isinstance(obj, bool) else frozenset(obj)
+
+    def object_from_json(self, data: Any) -> Any:
+        return data if isinstance(data, bool) else frozenset(data)  # the class holds adjustment sets
 
     def _strategy_set(self, ctx: TraceContext) -> frozenset[str] | None:
         s = ctx.strategy
@@ -241,7 +260,8 @@ class AteThreshold(TaskFamily):
         except ValueError as e:
             return Check.fail(f"ψ(P; X, Y, Z) is undefined for Z = {format_set(z)}: {e}")
         if abs(theta - psi) > q["epsilon"] + 1e-12:
-            return Check.fail(f"RESULT {theta:g} differs from ψ(P; X, Y, {format_set(z)}) = {psi:.6g} by more than ε = {q['epsilon']:g}")
+            return Check.fail(f"RESULT {theta:g} differs from ψ(P; X, Y, {format_set(z)}) = {psi:.6g} "
+                              f"by more than ε = {q['epsilon']:g}")
         return PASS
 
     def exact_effect(self, problem: Problem, query: dict[str, Any] | None = None) -> float:
@@ -314,5 +334,76 @@ class AteThreshold(TaskFamily):
 
     def question_text(self, query: dict[str, Any]) -> str:
         return (f"Is the average treatment effect of {query['treatment']} on {query['outcome']}, "
-                f"P({query['outcome']}=1 | do({query['treatment']}=1)) - P({query['outcome']}=1 | do({query['treatment']}=0)), "
+                f"P({query['outcome']}=1 | do({query['treatment']}=1)) - "
+                f"P({query['outcome']}=1 | do({query['treatment']}=0)), "
                 f"greater than {query['threshold']:g}? Answer yes or no.")
+
+
+# ---- the strict ATE certificate ---------------------------------------------------------------
+def strict_certificate(problem: Problem, trace: str) -> tuple[bool, list[str]]:
+    """Whether ``trace`` earns the strict ATE certificate for ``problem`` (Theorem 1), and why not.
+
+    Every guard is evaluated independently of the six-bit score (which it also requires):
+    max score 6/6; the graph is a DAG and P is positive; Z ∩ ({X, Y} ∪ De(X)) = ∅ (reasons
+    ``X in Z``, ``Y in Z``, ``descendant of X in Z``); X ⊥ Y | Z with X's outgoing edges removed
+    (``backdoor path open``); and the recomputed ψ lies outside the margin (``inside margin
+    |ψ−τ| ≤ ε``). Z is checked for membership *before* ψ is computed, so no number from an
+    X ∈ Z adjustment is ever trusted. The graph and slots are the score's own (``TraceScore.g_ver``,
+    ``TraceScore.slots``): G*, which the CPTs bind in both modes.
+    """
+    from calver.verifier.primitives import descendants, find_open_path, format_path
+    from calver.verifier.registry import get_family
+    from calver.verifier.scoring import score
+
+    if problem.task != AteThreshold.name:
+        return False, [f"the strict ATE certificate applies to ate_threshold problems, not {problem.task}"]
+    fam = get_family(problem.task)
+    reasons: list[str] = []
+    q = fam.normalize_query(problem)
+    x, y, tau, eps = q["treatment"], q["outcome"], q["threshold"], q["epsilon"]
+    sc = score(trace, problem)
+    if sc.total != 6:
+        failed = ", ".join(sorted(sc.reasons)) or "?"
+        reasons.append(f"not max score: {sc.total}/6 (failed {failed})")
+    g = sc.g_ver
+    if g is None:
+        return False, reasons + ["no usable graph"]
+    scm = fam.scm(problem)
+    if g.kind is not GraphClass.DAG or not g.acyclic:
+        reasons.append("graph is not a DAG")
+    if not is_positive(scm):
+        reasons.append("P is not positive")
+    stext = sc.slots.get("STRATEGY")
+    try:
+        if stext is None:
+            raise ValueError(sc.slots.problems.get("STRATEGY", "STRATEGY missing"))
+        z = fam.parse_set(stext)
+    except (ValueError, GraphError) as e:
+        return False, reasons + [f"no adjustment set: {e}"]
+    unknown = sorted(n for n in z if n not in g)
+    if unknown:
+        return False, reasons + [f"Z names unknown variable(s) {', '.join(unknown)}"]
+    membership_ok = True
+    if x in z:
+        reasons.append(f"X in Z: the treatment {x} is in the adjustment set")
+        membership_ok = False
+    if y in z:
+        reasons.append(f"Y in Z: the outcome {y} is in the adjustment set")
+        membership_ok = False
+    bad = sorted(z & descendants(g, x))
+    if bad:
+        reasons.append(f"descendant of X in Z: {', '.join(bad)}")
+        membership_ok = False
+    if not membership_ok:
+        reasons.append("ψ not computed: Z violates treatment exclusion")
+        return False, reasons
+    path = find_open_path(g, x, y, z, remove_outgoing_of=x)
+    if path is not None:
+        reasons.append(f"backdoor path open: {format_path(path[0], path[1])}")
+    try:
+        psi = adjustment_functional(scm, x, y, z)
+    except ValueError as e:
+        return False, reasons + [f"ψ not computed: {e}"]
+    if not abs(psi - tau) > eps:
+        reasons.append(f"inside margin |ψ−τ| ≤ ε: |{psi:.6g} − {tau:g}| = {abs(psi - tau):.3g} ≤ {eps:g}")
+    return not reasons, reasons

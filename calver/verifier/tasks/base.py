@@ -10,41 +10,25 @@ strategy): score 3. Witness paths listed in the derivation are checked edge by e
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from itertools import combinations
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
-from calver.verifier.contract import format_kv, format_path, format_set
+from calver.verifier.contract import format_kv, format_set
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext, node_order
 from calver.verifier.graph import CausalGraph, GraphError
-from calver.verifier.registry import (
-    PASS,
-    Check,
-    TaskFamily,
-    TraceContext,
+from calver.verifier.values import (  # noqa: F401  (cached_node_set / cached_path re-exported)
+    cached_node_set,
+    cached_path,
+    format_value,
     parse_bool,
 )
 
+_BRACES = re.compile(r"\{[^{}]*\}")  # a node set written in free text
 _SEARCH_LIMIT = 1 << 16  # subsets one exhaustive minimal/maximal check may test before failing closed
 
 
 class TooLargeToGrade(Exception):
     """An exhaustive minimal/maximal check would exceed ``_SEARCH_LIMIT`` subsets."""
-
-
-@lru_cache(maxsize=16384)
-def cached_node_set(text: str) -> frozenset[str]:
-    """Memoized ``parse_node_set``: a pool's candidates repeat the same few sets."""
-    from calver.verifier.parsers import parse_node_set
-
-    return parse_node_set(text)
-
-
-@lru_cache(maxsize=16384)
-def cached_path(text: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
-    from calver.verifier.parsers import parse_path
-
-    nodes, types = parse_path(text)
-    return tuple(nodes), (tuple(types) if types else None)
 
 
 def parse_result_bool(text: str) -> bool:
@@ -108,9 +92,9 @@ class NodeSetFamily(TaskFamily):
 
     answer_type = "set"
     variants: ClassVar[tuple[str, ...]] = ("any", "minimal", "maximal")
-    object_arg: ClassVar[str] = "set"  # derivation argument carrying the strategy set
-    witness_arg: ClassVar[str | None] = None  # derivation argument listing witness paths
+    object_arg: ClassVar[str | None] = "set"  # derivation argument carrying the strategy set
     bound_args: ClassVar[tuple[str, ...]] = ()  # derivation arguments that must equal query values
+    many_answers: ClassVar[bool] = True
 
     # ---- to implement ----------------------------------------------------------------------
     def base_violation(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str | None:
@@ -150,6 +134,20 @@ class NodeSetFamily(TaskFamily):
     def canonical_answer_key(self, obj: Any) -> Any:
         return frozenset(obj)
 
+    def object_from_json(self, data: Any) -> frozenset[str]:
+        return frozenset(data)
+
+    def object_mentions(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in _BRACES.finditer(text)]
+
+    def answer_candidates(self, g: CausalGraph, answer: Any, rng: Any) -> Iterator[Any]:
+        """Single nodes, the empty set, pairs, then every node, in a seeded node order."""
+        order = node_order(g, rng)
+        yield from (frozenset([n]) for n in order)
+        yield frozenset()
+        yield from (frozenset(c) for c in combinations(order, 2))
+        yield frozenset(order)
+
     def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
         ex = self.excluded(query)
         return [n for n in g.nodes if n not in ex]
@@ -181,7 +179,8 @@ class NodeSetFamily(TaskFamily):
             return (self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid)(g, query, nodes)
         if hit is None or hit[0] is not g:
             try:
-                found = (self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid)(g, query, nodes)
+                search = self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid
+                found = search(g, query, nodes)
             except TooLargeToGrade as e:
                 found = e
             if len(_MINMAX_MEMO) > 4096:
@@ -290,7 +289,8 @@ class NodeSetFamily(TaskFamily):
             return Check.fail(f"DERIVATION lacks argument {self.object_arg!r}")
         if ctx.strategy is None:
             return Check.fail("DERIVATION cannot bind an unparsed STRATEGY")
-        if self.canonical_answer_key(self.parse_object(args[self.object_arg])) != self.canonical_answer_key(ctx.strategy):
+        key = self.canonical_answer_key
+        if key(self.parse_object(args[self.object_arg])) != key(ctx.strategy):
             return Check.fail(f"DERIVATION {self.object_arg}={args[self.object_arg]} differs from STRATEGY")
         if self.witness_arg:
             return check_witness_paths(ctx.g_ver, args.get(self.witness_arg), self.witness_ends(ctx.query))
@@ -337,30 +337,20 @@ class NodeSetFamily(TaskFamily):
         return PASS
 
     # ---- rendering -------------------------------------------------------------------------------
-    def query_slot(self, problem, query: dict[str, Any]) -> str:
-        pairs: dict[str, Any] = {"task": self.name}
-        for key in self.query_keys:
-            if key != "variant" and key in self.query_defaults and query[key] == self.query_defaults[key]:
-                continue  # an optional key at its default (e.g. frontdoor criterion=set) is left out
-            pairs[key] = _fmt_value(self.query_types[key], query[key])
-        if problem.graph_class is not None:
-            pairs["graph"] = problem.graph_class.value
-        return format_kv(pairs)
-
     def derivation_slot(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str:
-        args: dict[str, Any] = {k: _fmt_value(self.query_types[k], query[k]) for k in self.bound_args}
+        args: dict[str, Any] = {k: format_value(self.query_types[k], query[k]) for k in self.bound_args}
         args[self.object_arg] = self.format_object(nodes)
         if self.witness_arg:
             paths = self.witness_paths(g, query, nodes)
             args[self.witness_arg] = "[" + " | ".join(paths) + "]" if paths else "none"
         return f"{self.operation}({format_kv(args, ', ')})"
 
-    def canonical_trace(self, problem, obj: Any) -> str:
+    def canonical_trace(self, problem, obj: Any = None) -> str:
         from calver.verifier.contract import assemble_trace
 
         g = problem.graph
         query = self.normalize_query(problem)
-        obj = self.coerce_object(obj)
+        obj = self.coerce_object(obj if obj is not None else self.default_object(problem))
         valid = self.predicate(g, query, obj).ok
         return assemble_trace(
             {
@@ -399,15 +389,3 @@ class SeparatorFamily(NodeSetFamily):
         found = larger_separator(g, xm, ym, node_mask(g, nodes), rm, no_out)
         return None if found is None else g.names(found)
 
-
-def _fmt_value(kind: str, value: Any) -> str:
-    if kind == "set":
-        return format_set(value)
-    if kind in ("path", "list"):
-        return format_path(list(value))
-    if kind == "typed_path":
-        nodes, types = value
-        return format_path(list(nodes), list(types) if types else None)
-    if kind == "number":
-        return f"{value:g}"
-    return str(value)

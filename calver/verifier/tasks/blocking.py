@@ -7,7 +7,9 @@ from typing import Any
 from calver.verifier.contract import format_path, format_set, parse_call
 from calver.verifier.graph import GraphClass
 from calver.verifier.problem import ProblemError
-from calver.verifier.registry import Check, normalize_value, register
+from calver.verifier.family import Check
+from calver.verifier.registry import register
+from calver.verifier.values import normalize_value
 from calver.verifier.tasks.base import NodeSetFamily
 
 

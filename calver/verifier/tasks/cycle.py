@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from itertools import combinations
+from typing import Any, Iterator
 
 from calver.verifier.contract import format_path
+from calver.verifier.family import PASS, Check, node_order
 from calver.verifier.graph import CausalGraph, GraphClass
-from calver.verifier.registry import PASS, Check, register
+from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily, cached_path
 
 
@@ -30,6 +32,7 @@ class CycleWitness(NodeSetFamily):
     query_types = {"variant": "word"}
     object_arg = "cycle"
     witness_arg = "cycle"
+    large_class = True
     example_query = {"variant": "any"}
     slot_docs = {
         "STRATEGY": "the cycle as a closed sequence, e.g. A -> B -> C -> A (none if the graph is acyclic)",
@@ -74,6 +77,18 @@ class CycleWitness(NodeSetFamily):
 
     def canonical_answer_key(self, obj: Any) -> Any:
         return _canonical_cycle(tuple(obj))
+
+    def object_from_json(self, data: Any) -> tuple[str, ...]:
+        return tuple(data)
+
+    def answer_candidates(self, g: CausalGraph, answer: Any, rng: Any) -> Iterator[Any]:
+        """``none``, single nodes, node pairs (seeded order), then the answer's cycle reversed."""
+        order = node_order(g, rng)
+        yield ()
+        yield from ((n,) for n in order)
+        yield from combinations(order, 2)
+        if answer:
+            yield tuple(reversed(tuple(answer)))
 
     def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
         from calver.verifier.primitives import is_directed_cycle

@@ -137,7 +137,8 @@ class FrontdoorSet(NodeSetFamily):
 
     def question_text(self, query: dict[str, Any]) -> str:
         kind = {"any": "one valid", "minimal": "one minimal valid", "maximal": "one maximal valid"}[query["variant"]]
-        text = f"Find {kind} front-door adjustment set for treatment {query['treatment']} and outcome {query['outcome']}."
+        text = (f"Find {kind} front-door adjustment set for treatment {query['treatment']} "
+                f"and outcome {query['outcome']}.")
         if query.get("criterion") == "per_member":
             text += (" Read condition (iii) per member: for each member z alone, every back-door path "
                      "from z to the outcome is blocked by the treatment.")

@@ -8,14 +8,9 @@ from typing import Any
 from calver.verifier.contract import assemble_trace, format_kv, format_path, format_set
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import ProblemError
-from calver.verifier.registry import (
-    PASS,
-    Check,
-    TaskFamily,
-    TraceContext,
-    parse_bool,
-    register,
-)
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.registry import register
+from calver.verifier.values import parse_bool
 from calver.verifier.tasks.base import parse_result_bool
 
 
@@ -29,6 +24,7 @@ class InterventionReachability(TaskFamily):
     query_keys = ("do", "source", "target")
     query_types = {"do": "set", "source": "node", "target": "node"}
     example_query = {"do": ["X"], "source": "X", "target": "Y"}
+    witness_arg = "path"  # the DERIVATION's witness path (audits damage it)
     slot_docs = {
         "STRATEGY": "a witness directed path source -> ... -> target in the intervened graph, or none",
         "DERIVATION": "reach_after_do(do={...}, source=A, target=B, path=<the witness path or none>)",
@@ -79,7 +75,8 @@ class InterventionReachability(TaskFamily):
     def witness_holds(self, g: CausalGraph, q: dict[str, Any], path: tuple[str, ...]) -> Check:
         if not path:
             if self.truth(g, q):
-                return Check.fail(f"'none' is wrong: {q['source']} reaches {q['target']} after do({format_set(q['do'])})")
+                return Check.fail(f"'none' is wrong: {q['source']} reaches {q['target']} "
+                                  f"after do({format_set(q['do'])})")
             return PASS
         if path[0] != q["source"] or path[-1] != q["target"]:
             return Check.fail(f"witness {format_path(list(path))} does not run from {q['source']} to {q['target']}")
@@ -167,11 +164,12 @@ class InterventionReachability(TaskFamily):
             return False
         return obj == self.truth(problem.graph, self.normalize_query(problem))
 
-    def canonical_trace(self, problem, obj: Any) -> str:
+    def canonical_trace(self, problem, obj: Any = None) -> str:
+        """A trace answering ``obj`` (default: the correct decision) with a witness path when yes."""
         from calver.verifier.primitives import find_directed_path
 
         g, q = problem.graph, self.normalize_query(problem)
-        decision = bool(obj)
+        decision = self.truth(g, q) if obj is None else bool(obj)
         path = ()
         if decision:
             path = tuple(find_directed_path(g, q["source"], q["target"], removed_incoming=q["do"]) or ())

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from itertools import product
-from typing import Any
+from typing import Any, Iterator
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
 from calver.verifier.logic import (
@@ -47,7 +47,9 @@ from calver.verifier.logic import (
     to_text,
 )
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.registry import PASS, Check, TaskFamily, TraceContext, parse_bool, register
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.registry import register
+from calver.verifier.values import parse_bool
 
 QUESTIONS = ("roles",)
 MAX_PEOPLE = _ENGINE_MAX_PEOPLE  # a puzzle's people (2^n truth tables); larger puzzles are refused at load
@@ -100,7 +102,8 @@ def _problem_statements(problem: Problem) -> tuple[tuple[str, ...], dict[str, li
                 raise ProblemError(f"data field 'statements' ({speaker}): {e}") from None
             unknown = names(f) - set(people)
             if unknown:
-                raise ProblemError(f"data field 'statements' ({speaker}) names unknown people: {', '.join(sorted(unknown))}")
+                raise ProblemError(f"data field 'statements' ({speaker}) names unknown people: "
+                                   f"{', '.join(sorted(unknown))}")
             out.setdefault(speaker, []).append(says(speaker, f))
     return people, out
 
@@ -138,7 +141,8 @@ def attribute_constraints(formulas: list[Formula], tt: TruthTable, said: dict[st
             s = cands[0]
             if s not in said and len(cands) == 1:
                 return Check.fail(f"CONSTRAINTS formula {k} gives {s} a statement, but {s} says nothing in the puzzle")
-            return Check.fail(f"CONSTRAINTS formula {k} is not equivalent to what {' or '.join(cands)} said in the puzzle")
+            return Check.fail(f"CONSTRAINTS formula {k} is not equivalent to what {' or '.join(cands)} "
+                              "said in the puzzle")
         if len(ok) == 1:
             cur[ok[0]] &= t
         else:
@@ -170,6 +174,7 @@ class KnightsKnaves(TaskFamily):
     answer_type = "assignment"
     graph_classes = ()
     graph_label = "CONSTRAINTS"
+    data_payload_keys = frozenset({"statements", "people", "roles"})
     query_keys = ("people", "question")
     query_types = {"people": "set", "question": "word"}
     example_query = {"people": ["A", "B"], "question": "roles"}
@@ -278,6 +283,12 @@ class KnightsKnaves(TaskFamily):
 
     def canonical_answer_key(self, obj: Any) -> Any:
         return frozenset(obj.items())
+
+    def answer_candidates(self, g: Any, answer: Any, rng: Any) -> Iterator[dict[str, bool]]:
+        """The answer with one person's role flipped, person by person (sorted)."""
+        if isinstance(answer, dict):
+            for person in sorted(answer):
+                yield {**answer, person: not answer[person]}
 
     def _tt(self, ctx: TraceContext) -> TruthTable:
         return self.info(ctx.problem)["tt"]

@@ -17,7 +17,8 @@ from typing import Any
 
 from calver.verifier.contract import format_path, format_set
 from calver.verifier.graph import CausalGraph, GraphClass
-from calver.verifier.registry import PASS, Check, register
+from calver.verifier.family import PASS, Check
+from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily, cached_path, split_paths
 
 
@@ -48,6 +49,7 @@ class Mediator(NodeSetFamily):
     operation = "mediator_check"
     graph_classes = (GraphClass.DAG, GraphClass.ADMG, GraphClass.DIRECTED)
     variants = ("any", "direct", "all")
+    single_answer_variants = ("all",)  # every mediator: one set
     query_keys = ("treatment", "outcome", "variant")
     query_types = {"treatment": "node", "outcome": "node", "variant": "word"}
     object_arg = "mediators"
@@ -82,7 +84,8 @@ class Mediator(NodeSetFamily):
             if nodes == true:
                 return PASS
             miss, extra = sorted(true - nodes), sorted(nodes - true)
-            bits = ([f"misses {', '.join(miss)}"] if miss else []) + ([f"{', '.join(extra)} not mediators"] if extra else [])
+            bits = (([f"misses {', '.join(miss)}"] if miss else [])
+                    + ([f"{', '.join(extra)} not mediators"] if extra else []))
             return Check.fail(f"{format_set(nodes)} is not the set of all mediators of {x} -> {y}: " + "; ".join(bits))
         if len(nodes) != 1:
             return Check.fail(f"variant {query['variant']} asks for exactly one mediator, got {len(nodes)}")

@@ -10,12 +10,14 @@ raises :class:`ProblemError` for it instead of silently calling a correct answer
 
 from __future__ import annotations
 
-from typing import Any
+from itertools import combinations
+from typing import Any, Iterator
 
 from calver.verifier.contract import format_path
+from calver.verifier.family import PASS, Check, TraceContext, node_order
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.registry import PASS, Check, TraceContext, register
+from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily, cached_path
 from calver.verifier.tasks.paths import (
     TooLargeToGrade,
@@ -35,6 +37,7 @@ class _PathFamily(NodeSetFamily):
     variants = ("any", "shortest", "longest")
     object_arg = "path"
     witness_arg = "path"
+    large_class = True
     backdoor: bool = False
     ends: tuple[str, str] = ("source", "target")
 
@@ -63,6 +66,22 @@ class _PathFamily(NodeSetFamily):
 
     def canonical_answer_key(self, obj: Any) -> Any:
         return (tuple(obj[0]), tuple(obj[1]) if obj[1] else None)
+
+    def answer_set(self, obj: Any) -> frozenset:
+        return frozenset(obj[0])
+
+    def object_from_json(self, data: Any) -> Any:
+        nodes, types = data
+        return tuple(nodes), (None if types is None else tuple(types))
+
+    def answer_candidates(self, g: CausalGraph, answer: Any, rng: Any) -> Iterator[Any]:
+        """``none``, single nodes, node pairs (seeded order), then the answer's path reversed."""
+        order = node_order(g, rng)
+        yield ((), None)
+        yield from (((n,), None) for n in order)
+        yield from ((c, None) for c in combinations(order, 2))
+        if answer and answer[0]:
+            yield (tuple(reversed(answer[0])), None)
 
     def _resolved(self, g: CausalGraph, obj) -> tuple[tuple[str, ...], tuple[str, ...]]:
         from calver.verifier.primitives import path_edges

@@ -1,4 +1,11 @@
-"""Prose graph descriptions ("A causes B, C and D. B and C share a hidden common cause.")."""
+"""Prose: "A causes B, C and D. B and C share a hidden common cause."
+
+Sentence-level phrases (causes/affects/leads to/is caused by/share a hidden common cause/are
+confounded/there is an edge from A to B/the variables are ...); unrecognised sentences are ignored;
+nothing recognised at all is an error.  A lone capital letter (``A``, ``I``) is a name.  With
+declared ``nodes``, relations naming unknown nodes are ignored as filler and multi-word declared
+names are recognised.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,8 @@ import functools
 import re
 from itertools import accumulate, combinations
 
-from calver.verifier.graph_text import MAX_EDGES, ParseError
+from calver.verifier.formats.common import MAX_EDGES, ParseError
+from calver.verifier.graph import CausalGraph, GraphError
 
 _STOP = frozenset("""a an the it its this that these those which who whom what there they them he she we
 you i not never no cannot can't doesn't don't didn't won't does do did may might could would should will
@@ -20,12 +28,16 @@ _PHRASES = re.compile(r"(?<![^ ])(?:" + "|".join(f"(?P<{name}>{pat})" for name, 
              r"(?: (?:are|include|includes))?(?: :)?"),
     ("frm", r"(?:an? |the )?(?:directed )?(?:edge|arrow|arc|link) (?:going )?from"),
     ("btw", r"an? (?:(?:bi-?directed|bidirectional) (?:edge|arrow|arc|link)|(?:common )?confounder"
-            r"|(?:(?:hidden|latent|unobserved|unmeasured|unobservable) )+(?:common )?(?:causes?|confounders?|variables?|parents?|confounding))"
-            r" (?:between|of|affecting|influencing|for|behind)|(?:hidden |latent |unobserved )?confounding (?:between|of)"),
+            r"|(?:(?:hidden|latent|unobserved|unmeasured|unobservable) )+(?:common )?"
+            r"(?:causes?|confounders?|variables?|parents?|confounding))"
+            r" (?:between|of|affecting|influencing|for|behind)"
+            r"|(?:hidden |latent |unobserved )?confounding (?:between|of)"),
     ("biw", r"(?:is|are) (?:hidden |latently )?confounded with|(?:share|shares|has|have) an? (?:" + _ADJ + r" ){0,3}"
-            r"(?:causes?|confounders?|parents?) with|(?:has|have) an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link) (?:to|with)"),
+            r"(?:causes?|confounders?|parents?) with"
+            r"|(?:has|have) an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link) (?:to|with)"),
     ("bi", r"(?:share|shares|have|has) an? (?:" + _ADJ + r" ){0,3}(?:causes?|confounders?|parents?|confounding)"
-           r"|(?:are|is) (?:(?:hidden |latently )?confounded|(?:connected|linked|joined) by an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link))"
+           r"|(?:are|is) (?:(?:hidden |latently )?confounded"
+           r"|(?:connected|linked|joined) by an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link))"
            r"|(?:have|has) an? (?:bi-?directed|bidirectional) (?:edge|arrow|arc|link)(?: between them)?"),
     ("rev", r"(?:is|are) (?:directly |causally )?(?:caused|affected|influenced|determined|driven|produced|impacted) by"
             r"|(?:is|are) (?:a |an |the )?(?:direct )?(?:child|children|effects?|consequences?|results?|outcomes?) of"
@@ -46,7 +58,7 @@ def _prose_lexer(known: tuple[str, ...]):
     return re.compile((rf"(?P<k>(?<!\w)(?:{alt})(?!\w))|" if alt else "") + _PROSE_TOK)
 
 
-def _parse_prose(text: str, hint=None):
+def parse(text: str, hint=None):
     known, nodes, d, b, sent = (set(hint) if hint else None), [], [], [], []
     if len(text) > 500_000:
         raise ParseError("prose longer than 500000 characters")
@@ -153,3 +165,30 @@ def _prose_sentence(toks, known, nodes, d, b, budget=MAX_EDGES):
                 b.append((s, o))
         if objs:
             last_obj = objs[-1]
+
+
+# A bare prose name must not read as part of a causal phrase ("Causally causes B" would lose the
+# edge): every word of the phrase grammar, with and without a plural s, plus the list-skip words.
+_PHRASE_WORDS = frozenset(w for x in re.findall(r"[a-z]+", _PHRASES.pattern) for w in (x, x.rstrip("s"))) | {
+    "jointly", "together"}
+
+
+def _name(n: str) -> str:
+    if re.fullmatch(r"\w+", n) and ((len(n) == 1 and n.isupper()) or (
+            n.lower() not in _STOP and n.lower() not in _PHRASE_WORDS and not _PHRASES.search(n.lower()))):
+        return n
+    if "\n" not in n and len(n) <= 200:  # the lexer reads "..." and “...” only, up to 200 chars
+        if '"' not in n:
+            return f'"{n}"'
+        if "”" not in n:
+            return f"“{n}”"
+    raise GraphError(f"node name {n[:60]!r} cannot be rendered as prose "
+                     "(newline, over 200 characters, or both \" and ”)")
+
+
+def render(g: CausalGraph) -> str:
+    names = [_name(n) for n in g.nodes]
+    sents = [f"The variables are {', '.join(names[:-1]) + ' and ' if names[:-1] else ''}{names[-1]}."]
+    sents += [f"{_name(a)} causes {_name(c)}." for a, c in sorted(g.directed)]
+    sents += [f"{_name(a)} and {_name(c)} share a hidden common cause." for a, c in sorted(g.bidirected)]
+    return " ".join(sents)

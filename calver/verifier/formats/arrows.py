@@ -1,0 +1,129 @@
+"""Arrow text: ``A -> B, C <-> D, E`` (the canonical encoding of prompts and traces).
+
+``->``/``-->``/``→``/``=>`` directed, ``<-``/``<--``/``←``/``<=`` reversed, ``<->``/``<-->``/``↔``/
+``<=>`` bidirected; chains allowed; items separated by ``,`` ``;`` ``.`` newlines, brackets or the
+word ``and``; a leading ``label:`` is dropped (``DAG:``/``ADMG:`` also declare the class).  Names
+are ``\\w`` words (hyphens inside allowed); consecutive unquoted words form one multi-word name;
+quoted names (``"..."``/``'...'``) may hold anything but newlines.  A bare name is an isolated node.
+``and`` as a name must be quoted.  The lexer is shared with CLEAR, JSON edge strings, node sets and
+paths.
+"""
+
+from __future__ import annotations
+
+import re
+
+from calver.verifier.formats.common import MAX_EDGES, ParseError, bad_token, quote_name
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+
+_ARROWS = {"->": "->", "-->": "->", "→": "->", "⟶": "->", "=>": "->", "⇒": "->", "—>": "->",
+           "–>": "->", "<-": "<-", "<--": "<-", "←": "<-", "⟵": "<-", "<=": "<-", "⇐": "<-",
+           "<->": "<->", "<-->": "<->", "↔": "<->", "⟷": "<->", "<=>": "<->", "⇔": "<->"}
+_ARROW_TOK = re.compile(r"""(?P<ws>[^\S\n]+)|(?P<sep>[,;.\n\[\](){}][\s,;.\[\](){}]*)
+ |(?P<q>"[^"\n]*"|'[^'\n]*'|“[^”\n]*”)|(?P<w>\w+(?:-\w+)*)
+ |(?P<arrow>[-<>=\u2010-\u2015\u2190-\u21ff\u27f5-\u27ff]+)|(?P<colon>:)|(?P<bad>.)""", re.X | re.S)
+_BARE = re.compile(r"\w+(?:-\w+)*(?: \w+(?:-\w+)*)*")
+_HAS_ARROW = re.compile(r"<->|->|<-|[→←↔⟶⟵⟷⇒⇐⇔]|-->|<=>|=>")
+
+
+def lex(text: str, what: str) -> list[list]:
+    """Items (lists of [kind, value, pos, joinable, raw]) of arrow text; separators split items."""
+    items, cur, arrows = [], [], 0
+    for m in _ARROW_TOK.finditer(text):
+        k, v, p = m.lastgroup, m.group(), m.start()
+        if k == "ws":
+            continue
+        if k == "arrow" and (arrows := arrows + 1) > MAX_EDGES:
+            raise ParseError(f"more than {MAX_EDGES} edges in {what}")
+        if k == "sep" or (k == "w" and v.lower() == "and"):
+            if cur:
+                items.append(cur)
+                cur = []
+        elif k == "w":
+            if cur and cur[-1][0] == "name" and cur[-1][3]:
+                cur[-1][1] += " " + v
+            else:
+                cur.append(["name", v, p, True, v])
+        elif k == "bad" or (k == "arrow" and v not in _ARROWS) or v in ('""', "''", "“”"):
+            raise bad_token(v, text, p, what)
+        else:
+            cur.append(["name" if k == "q" else k, v[1:-1] if k == "q" else _ARROWS.get(v, v), p, False, v])
+    if cur:
+        items.append(cur)
+    return items
+
+
+def parse_arrows(text: str, what: str = "arrow text"):
+    """-> (nodes, directed, bidirected, declared kind, bare names)."""
+    nodes, d, b, bare, declared = [], [], [], [], None
+    for item in lex(text, what):
+        if len(item) >= 2 and item[0][0] == "name" and item[1][0] == "colon":
+            try:
+                declared = GraphClass.parse(item[0][1])
+            except GraphError:
+                pass
+            item = item[2:]
+        if not item:
+            continue
+        for j, t in enumerate(item):
+            if t[0] != ("name", "arrow")[j % 2]:
+                raise bad_token(t[4], text, t[2], what, f" (expected {('a node name', 'an arrow')[j % 2]})")
+        if item[-1][0] == "arrow":
+            raise bad_token(item[-1][4], text, item[-1][2], what, " (arrow without a head node)")
+        names = [t[1] for t in item[0::2]]
+        nodes.extend(names)
+        if len(names) == 1:
+            bare.append(names[0])
+        for a, arrow, c in zip(names, item[1::2], names[1:]):
+            (b if arrow[1] == "<->" else d).append((c, a) if arrow[1] == "<-" else (a, c))
+    return nodes, d, b, declared, bare
+
+
+def parse(text: str, hint=None):
+    return parse_arrows(text)[:4]
+
+
+def detect(body: str) -> bool:
+    return bool(_HAS_ARROW.search(body))
+
+
+# Fast path for the canonical arrow text that traces and prompts use ("A -> B, C <-> D, E"):
+# one regex pass instead of the general lexer. Anything else (chains, quotes, "and", labels)
+# takes the general path; tests/test_parsers.py checks both agree.
+_FN = r"[A-Za-z_][A-Za-z0-9_]*"
+_FAST_ITEM = rf"{_FN}(?:[ \t]*(?:<->|->|<-)[ \t]*{_FN})?"
+_FAST_TEXT = re.compile(rf"{_FAST_ITEM}(?:[ \t]*[,;\n][ \t]*{_FAST_ITEM})*")
+_FAST_EDGE = re.compile(rf"({_FN})(?:[ \t]*(<->|->|<-)[ \t]*({_FN}))?")
+_FAST_AND = re.compile(r"\band\b", re.I)
+
+
+def parse_fast(body: str):
+    """``parse`` for canonical arrow text, or None when ``body`` is not canonical."""
+    if not _FAST_TEXT.fullmatch(body) or _FAST_AND.search(body):
+        return None
+    found: list[str] = []
+    d: list[tuple[str, str]] = []
+    b: list[tuple[str, str]] = []
+    for a, op, c in _FAST_EDGE.findall(body):
+        found.append(a)
+        if op:
+            found.append(c)
+            if op == "->":
+                d.append((a, c))
+            elif op == "<-":
+                d.append((c, a))
+            else:
+                b.append((a, c))
+    return found, d, b, None
+
+
+def render_name(n: str) -> str:
+    """``n`` as arrow text reads it back: bare when it lexes as one name, else quoted."""
+    return quote_name(n, bool(_BARE.fullmatch(n)) and "and" not in n.lower().split())
+
+
+def render(g: CausalGraph) -> str:
+    touched = {n for e in g.directed | g.bidirected for n in e}
+    parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in sorted(g.directed)]
+    parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in sorted(g.bidirected)]
+    return ", ".join(parts + [render_name(n) for n in g.nodes if n not in touched])
