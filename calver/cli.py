@@ -7,15 +7,15 @@ import importlib
 import importlib.util
 import sys
 
+from calver.config import ArgumentParser
+
 # Modules exposing ``add_commands(subparsers)``; listed explicitly so the CLI map is readable here.
 COMMAND_MODULES = (
     "calver.verifier.cli",
-    "calver.data_gen.cli",
-    "calver.data_gen.data_cli",
+    "calver.data_gen.cli",  # gen, data
     "calver.train.cli",
     "calver.infer.cli",
-    "calver.infer.evaluation.cli",
-    "calver.infer.refine.cli",
+    "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
     "calver.demo",
 )
 
@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="calver",
         description="Contract-following LLM policies selected by symbolic causal verification.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # calver.config's parser: exact flag names, and an unknown flag is named with the closest known one
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     for name in COMMAND_MODULES:
         try:
             found = importlib.util.find_spec(name)

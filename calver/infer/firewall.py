@@ -16,8 +16,8 @@ forbidden key wherever it sits; where it cannot be removed safely (a forbidden n
 declared query input of the task family, a forbidden key in a view that was built by hand, a
 non-numeric stored score) :class:`FirewallError` is raised and the run refuses. :func:`check_view`
 re-walks every view right before a selector runs (``calver.infer.select.run_selector``).
-Selectors return only (index, scores[, answer]); labels are reattached afterwards
-(``calver.infer.select.grade_rows``).
+Selectors return only (index, scores[, answer]); labels are reattached afterwards, outside
+``calver.infer`` (``calver.evaluation.grading.grade_rows``).
 """
 
 from __future__ import annotations
@@ -54,9 +54,6 @@ ANALYSIS_KEYS: frozenset[str] = frozenset(
         "analysis", "stats", "n_nodes", "n_edges", "multiplicity",
     }
 )
-# ``problem.data`` entries that are policy-visible payloads whose inner keys are data, not field
-# names (K&K speakers, CPT rows): only their own name is screened, their contents pass verbatim.
-DATA_PAYLOAD_KEYS: frozenset[str] = frozenset({"statements", "people", "cpts"})
 # Problem fields a view keeps (everything else, notably ``meta`` and ``source_id``, is dropped).
 PROBLEM_FIELDS: tuple[str, ...] = ("task", "query", "graph", "text", "mode", "graph_class", "variables", "data", "id")
 
@@ -130,6 +127,18 @@ def _query_inputs(task: str) -> tuple[str, ...]:
         return ()
 
 
+def data_payload_keys(task: str) -> frozenset[str]:
+    """``problem.data`` entries of ``task`` that are policy-visible payloads whose inner keys are data,
+    not field names (K&K speakers, CPT rows): the family's ``data_payload_keys``. Only their own name
+    is screened; their contents pass verbatim. An unregistered task has none."""
+    try:
+        from calver.verifier.registry import get_family
+
+        return frozenset(norm_key(k) for k in get_family(task).data_payload_keys)
+    except KeyError:
+        return frozenset()
+
+
 def strip_problem(problem: Problem | Mapping[str, Any]) -> Problem:
     """Rebuild ``problem`` from the allow-list: no meta, no source id, no graph in constructed mode."""
     d = problem.to_dict() if isinstance(problem, Problem) else dict(problem)
@@ -138,7 +147,8 @@ def strip_problem(problem: Problem | Mapping[str, Any]) -> Problem:
     inputs = _query_inputs(task)
     d["query"] = scrub(d.get("query") or {}, allow=inputs, drop=ANALYSIS_KEYS, where="problem.query")
     data = dict(d.get("data") or {})
-    payload = {k: data.pop(k) for k in list(data) if norm_key(k) in DATA_PAYLOAD_KEYS}
+    payload_keys = data_payload_keys(task)
+    payload = {k: data.pop(k) for k in list(data) if norm_key(k) in payload_keys}
     d["data"] = {**scrub(data, drop=ANALYSIS_KEYS, where="problem.data"), **payload}
     if d.get("mode", "supplied") != "supplied":
         if d.get("variables") is None and d.get("graph") is not None:
@@ -253,7 +263,8 @@ def check_view(view: SelectorView) -> None:
     if not isinstance(p, Problem):
         raise FirewallError(f"view.problem must be a Problem, got {type(p).__name__}")
     hits = find_forbidden(p.query or {}, "problem.query", allow=_query_inputs(p.task))
-    hits += find_forbidden({k: v for k, v in (p.data or {}).items() if norm_key(k) not in DATA_PAYLOAD_KEYS}, "problem.data")
+    payload_keys = data_payload_keys(p.task)
+    hits += find_forbidden({k: v for k, v in (p.data or {}).items() if norm_key(k) not in payload_keys}, "problem.data")
     hits += find_forbidden(dict(view.context), "context")
     if p.meta:
         hits.append("problem.meta")

@@ -146,7 +146,7 @@ def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: d
         "prompt": {
             "version": cfg.prompt_version,
             "system_prompt_hashes": {t: sha256_text(s) for t, s in sorted(system_prompts.items())},
-            "user_prompt": "calver.infer.sample.render_prompt",
+            "user_prompt": "calver.infer.sample.user_prompt",
         },
         "quantization": quant,
         "sampling": {
@@ -173,12 +173,18 @@ FINGERPRINT_KEYS = ("model.content_hash", "model.revision", "model.id", "adapter
                     "sampling", "seeds", "corpus.hash", "backend.name")
 
 
+# Renamed functions that render the same prompt: a pool written under the old name still resumes.
+_LEGACY_USER_PROMPT = {"calver.infer.sample.render_prompt": "calver.infer.sample.user_prompt"}
+
+
 def fingerprint(manifest: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key in FINGERPRINT_KEYS:
         cur: Any = manifest
         for part in key.split("."):
             cur = cur.get(part) if isinstance(cur, dict) else None
+        if isinstance(cur, dict) and cur.get("user_prompt") in _LEGACY_USER_PROMPT:
+            cur = {**cur, "user_prompt": _LEGACY_USER_PROMPT[cur["user_prompt"]]}
         out[key] = cur
     return out
 

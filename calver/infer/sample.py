@@ -1,4 +1,4 @@
-"""`calver sample --config CONFIG.yaml`: sample a K-candidate pool for every (problem, seed) unit.
+"""`calver sample --config CONFIG.yaml [--field value ...]`: sample a K-candidate pool for every (problem, seed) unit.
 
 Resumable: every unit's K rows go to ``candidates.jsonl`` in one fsynced append, and each unit's
 sampler seed is ``unit_seed(seed, problem_id)`` (independent of batching and order). On start the
@@ -14,7 +14,6 @@ graph in arrow text, then the family's question), rendered by ``calver.data_gen.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -22,8 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from calver.data_gen.prompts import render_prompt as prompt_messages
-from calver.data_gen.prompts import user_text
+from calver.data_gen.prompts import render_prompt, user_text
 from calver.infer.manifest import build_manifest, mismatches, unit_seed
 from calver.infer.pool import Pool, PoolError, read_jsonl
 from calver.infer.sample_config import SampleConfig
@@ -33,14 +31,11 @@ SLOW_ENV = "CALVER_SAMPLE_BATCH_DELAY_S"  # testing hook: sleep after each appen
 
 
 # ---- prompts ---------------------------------------------------------------------------------
-# ``calver.data_gen.prompts`` is THE renderer. ``user_text`` (the user message) and
-# ``prompt_messages`` (= ``data_gen.prompts.render_prompt``: [system, user] messages) are re-exported
-# for importers (``calver.train.prm``, the neural selectors, tests); ``render_prompt`` here is the
-# user text as a string, the name the manifest records as ``user_prompt``.
+# ``calver.data_gen.prompts`` is THE renderer: import ``render_prompt`` / ``user_text`` from there.
 
 
-def render_prompt(problem: Problem) -> str:
-    """The user prompt as a string (alias of :func:`calver.data_gen.prompts.user_text`)."""
+def user_prompt(problem: Problem) -> str:
+    """A pool's user prompt as a string: the function the manifest records as ``prompt.user_prompt``."""
     return user_text(problem)
 
 
@@ -100,7 +95,8 @@ def existing_units(pool: Pool, k: int) -> tuple[set[tuple[str, int]], list[dict[
     return done, keep, dropped
 
 
-def prepare_pool(cfg: SampleConfig, manifest: dict[str, Any], problem_rows: list[dict[str, Any]], log=print) -> tuple[Pool, set]:
+def prepare_pool(cfg: SampleConfig, manifest: dict[str, Any], problem_rows: list[dict[str, Any]],
+                 log=print) -> tuple[Pool, set]:
     pool = Pool(cfg.out)
     if pool.manifest_path.exists():
         bad = mismatches(pool.manifest(), manifest)
@@ -169,11 +165,12 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
         try:
             for b in range(0, len(todo), cfg.batch_units):
                 batch = todo[b : b + cfg.batch_units]
-                prompts = [prompt_messages(problems[pid]) for pid, _ in batch]
+                prompts = [render_prompt(problems[pid]) for pid, _ in batch]
                 res = sampler.generate(prompts, scfg, seeds=[unit_seed(s, pid) for pid, s in batch], progress=False)
                 for (pid, s), comps in zip(batch, res):
                     if len(comps) != cfg.k:
-                        raise RuntimeError(f"sampler returned {len(comps)} completions for unit {pid}/{s}, expected {cfg.k}")
+                        raise RuntimeError(f"sampler returned {len(comps)} completions for unit {pid}/{s}, "
+                                           f"expected {cfg.k}")
                     pool.append_candidates(
                         {
                             "problem_id": pid, "source_id": problems[pid].source_id, "seed": s,
@@ -201,14 +198,11 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
 
 
 def cmd_sample(args) -> int:
-    from calver.infer.sample_config import ConfigError, load_config
+    """``calver sample``: the settings are ``--config`` YAML, then ``--field value`` flags (:mod:`calver.config`)."""
+    from calver.config import ConfigError, parse
 
-    overrides = list(args.set or [])
-    for key in ("out", "model", "problems", "backend", "adapter"):
-        if getattr(args, key, None) is not None:
-            overrides.append(f"{key}={json.dumps(getattr(args, key))}")
     try:
-        cfg = load_config(args.config, overrides)
+        cfg = parse(SampleConfig, args.config, args)
         run_sample(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
     except (ConfigError, PoolError, FileNotFoundError, ValueError) as e:
         print(f"calver sample: error: {e}", file=sys.stderr)

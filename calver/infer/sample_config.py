@@ -1,48 +1,48 @@
-"""`calver sample` configuration: a dataclass read from YAML (``yaml.safe_load``).
+"""`calver sample` configuration: :class:`SampleConfig`, read by :mod:`calver.config`.
 
-Unknown keys are errors naming the key; values are type-checked. Relative paths are taken relative to
-the current directory. ``override(cfg, ["k=4", "seeds=[0, 1]"])`` applies ``--set`` pairs (values
-parsed as YAML).
+YAML (``yaml.safe_load``), then ``--field value`` flags; unknown keys are errors naming the closest
+field; values are type-checked. Relative paths are taken relative to the current directory.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Sequence
+
+from calver.config import ConfigError, build, cfg_field, check_types, parse
 
 BACKENDS = ("auto", "vllm", "hf")
 MODEL_HASH_MODES = ("full", "fast", "none")
 
-
-class ConfigError(ValueError):
-    """A sample config is malformed; the message names the offending field."""
+__all__ = ["BACKENDS", "MODEL_HASH_MODES", "ConfigError", "SampleConfig", "from_dict", "load_config", "validate"]
 
 
 @dataclass
 class SampleConfig:
-    problems: str  # JSONL of Problem dicts (or {"problem": ..., "labels": ...}), or a dataset dir
-    out: str  # pool directory
-    model: str  # local model dir (or hub id)
-    model_revision: str | None = None
-    adapter: str | None = None
-    backend: str = "auto"
-    k: int = 8
-    seeds: list[int] = field(default_factory=lambda: [0])
-    temperature: float = 0.8
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    stop: list[str] | None = None
-    batch_units: int = 16  # units per generate call (each unit = one prompt, n = k)
-    limit: int | None = None  # first N problems only
-    tasks: list[str] | None = None  # keep only these task families
-    quantization: dict[str, Any] | None = None  # recorded in the manifest; pass the backend's own flags via sampler_kwargs
-    sampler_kwargs: dict[str, Any] = field(default_factory=dict)
-    model_hash: str = "full"  # full | fast (sizes + head/tail of big files) | none
-    prompt_version: str = "calver-prompt/1"
-    selector_context: dict[str, Any] = field(default_factory=dict)  # manifest extras a selector may read
-    freeze: bool = True  # freeze the pool once every unit is written
+    problems: str = cfg_field(help="JSONL of Problem dicts (or {problem: ..., labels: ...} rows), or a dataset dir")
+    out: str = cfg_field(help="pool directory")
+    model: str = cfg_field(help="local model dir (or hub id)")
+    model_revision: str | None = cfg_field(None, help="hub revision of the model")
+    adapter: str | None = cfg_field(None, help="LoRA adapter directory")
+    backend: str = cfg_field("auto", help="auto (vLLM when importable, else HF) | vllm | hf")
+    k: int = cfg_field(8, help="candidates per unit (one unit = one problem x one seed)")
+    seeds: list[int] = cfg_field([0], help="sampling seeds; each gives every problem one unit of k candidates")
+    temperature: float = cfg_field(0.8, help="sampling temperature")
+    top_p: float = cfg_field(1.0, help="nucleus sampling mass")
+    max_tokens: int = cfg_field(1024, help="completion tokens at most")
+    stop: list[str] | None = cfg_field(None, help="stop strings")
+    batch_units: int = cfg_field(16, help="units per generate call (each unit = one prompt, n = k)")
+    limit: int | None = cfg_field(None, help="first N problems only")
+    tasks: list[str] | None = cfg_field(None, help="keep only these task families")
+    quantization: dict[str, Any] | None = cfg_field(
+        None, help="recorded in the manifest; pass the backend's own flags via sampler_kwargs")
+    sampler_kwargs: dict[str, Any] = cfg_field({}, help="extra backend arguments (YAML mapping)")
+    model_hash: str = cfg_field("full", help="full | fast (sizes + head/tail of big files) | none")
+    prompt_version: str = cfg_field("calver-prompt/1", help="recorded in the manifest")
+    selector_context: dict[str, Any] = cfg_field({}, help="manifest extras a selector may read")
+    freeze: bool = cfg_field(True, help="freeze the pool once every unit is written")
 
     def __post_init__(self) -> None:
         validate(self)
@@ -51,30 +51,15 @@ class SampleConfig:
         return dataclasses.asdict(self)
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "problems": (str,), "out": (str,), "model": (str,), "model_revision": (str, type(None)),
-    "adapter": (str, type(None)), "backend": (str,), "k": (int,), "seeds": (list,),
-    "temperature": (int, float), "top_p": (int, float), "max_tokens": (int,), "stop": (list, type(None)),
-    "batch_units": (int,), "limit": (int, type(None)), "tasks": (list, type(None)),
-    "quantization": (dict, type(None)), "sampler_kwargs": (dict,), "model_hash": (str,),
-    "prompt_version": (str,), "selector_context": (dict,), "freeze": (bool,),
-}
-
-
 def validate(cfg: SampleConfig) -> None:
-    for name, types in _TYPES.items():
-        v = getattr(cfg, name)
-        if isinstance(v, bool) and bool not in types:
-            raise ConfigError(f"field {name!r} must be {'/'.join(t.__name__ for t in types)}, got a bool")
-        if not isinstance(v, types):
-            raise ConfigError(f"field {name!r} must be {'/'.join(t.__name__ for t in types)}, got {type(v).__name__} {v!r}")
+    check_types(cfg)
     if cfg.backend not in BACKENDS:
         raise ConfigError(f"field 'backend' must be one of {BACKENDS}, got {cfg.backend!r}")
     if cfg.model_hash not in MODEL_HASH_MODES:
         raise ConfigError(f"field 'model_hash' must be one of {MODEL_HASH_MODES}, got {cfg.model_hash!r}")
     if cfg.k < 1:
         raise ConfigError(f"field 'k' must be >= 1, got {cfg.k}")
-    if not cfg.seeds or not all(isinstance(s, int) and not isinstance(s, bool) for s in cfg.seeds):
+    if not cfg.seeds:
         raise ConfigError(f"field 'seeds' must be a non-empty list of ints, got {cfg.seeds!r}")
     if len(set(cfg.seeds)) != len(cfg.seeds):
         raise ConfigError(f"field 'seeds' has duplicates: {cfg.seeds!r}")
@@ -82,54 +67,16 @@ def validate(cfg: SampleConfig) -> None:
         raise ConfigError(f"field 'temperature' must be in [0, 10], got {cfg.temperature}")
     if not 0 < cfg.top_p <= 1:
         raise ConfigError(f"field 'top_p' must be in (0, 1], got {cfg.top_p}")
-    if cfg.max_tokens < 1:
-        raise ConfigError(f"field 'max_tokens' must be >= 1, got {cfg.max_tokens}")
-    if cfg.batch_units < 1:
-        raise ConfigError(f"field 'batch_units' must be >= 1, got {cfg.batch_units}")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise ConfigError(f"field 'limit' must be >= 1, got {cfg.limit}")
-    if cfg.stop is not None and not all(isinstance(s, str) for s in cfg.stop):
-        raise ConfigError("field 'stop' must be a list of strings")
-    if cfg.tasks is not None and not all(isinstance(s, str) for s in cfg.tasks):
-        raise ConfigError("field 'tasks' must be a list of task names")
+    for name in ("max_tokens", "batch_units", "limit"):
+        value = getattr(cfg, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"field {name!r} must be >= 1, got {value}")
 
 
 def from_dict(d: dict[str, Any]) -> SampleConfig:
-    if not isinstance(d, dict):
-        raise ConfigError(f"a sample config must be a mapping, got {type(d).__name__}")
-    names = [f.name for f in dataclasses.fields(SampleConfig)]
-    unknown = sorted(set(d) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown config field(s): {', '.join(map(str, unknown))} (known: {', '.join(names)})")
-    missing = [f.name for f in dataclasses.fields(SampleConfig)
-               if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in d]
-    if missing:
-        raise ConfigError(f"missing required config field(s): {', '.join(missing)}")
-    return SampleConfig(**d)
+    return build(SampleConfig, d, "the sample config")
 
 
-def load_config(path: str | Path, overrides: Iterable[str] = ()) -> SampleConfig:
-    import yaml
-
-    try:
-        d = yaml.safe_load(Path(path).read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    d = dict(d or {})
-    for item in overrides:
-        key, value = parse_override(item)
-        d[key] = value
-    return from_dict(d)
-
-
-def parse_override(item: str) -> tuple[str, Any]:
-    import yaml
-
-    if "=" not in item:
-        raise ConfigError(f"--set expects key=value, got {item!r}")
-    key, raw = item.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"--set {key}: value is not valid YAML: {e}") from None
-    return key.strip(), value
+def load_config(path: str | Path | None, args: Sequence[str] = (), **overrides: Any) -> SampleConfig:
+    """The YAML file ``path``, then ``--field value`` ``args``, then keyword ``overrides``."""
+    return parse(SampleConfig, path, args, overrides=overrides)

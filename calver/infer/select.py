@@ -1,26 +1,21 @@
-"""Run selectors over a pool behind the firewall, store their decisions, reattach labels afterwards.
+"""Run selectors over a pool behind the firewall and store their decisions.
 
 ``run_selection(pool, names, k)`` builds label-free views (``firewall.make_views``), re-checks each
 view (``firewall.check_view``), runs every selector, validates that it returned only an index in
 range, one score per candidate and (for index -1 only) an answer, and writes
 ``selections/<name>.jsonl`` (``<name>@<k>`` for a K-prefix) plus ``<name>.meta.json`` holding the
-view hash. ``grade_rows`` reattaches correctness once the indices are fixed; ``calver_audit`` is the
-label-reading best/worst tie rule, kept out of the selector registry on purpose.
+view hash. Nothing here reads a label: correctness is reattached afterwards, outside ``calver.infer``
+(:mod:`calver.evaluation.grading`, which also holds the label-reading best/worst tie audit).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Iterable, Sequence
 
-from calver.infer.evaluation.table import grading_problem
-from calver.infer.firewall import FirewallError, SelectorView, check_view, make_views, view_hash
+from calver.infer.firewall import SelectorView, check_view, make_views, view_hash
 from calver.infer.pool import Pool
-from calver.infer.selectors import SELECTORS, Selection, Selector, SelectorError, build_selector, candidate_scores
-from calver.verifier import Problem, grade, score, select_from_scores, split_slots
-
-K_PREFIXES = (1, 2, 4, 8, 16, 32)
+from calver.infer.selectors import Selection, Selector, SelectorError, build_selector
 
 
 def selection_name(name: str, k: int | None) -> str:
@@ -89,72 +84,4 @@ def run_selection(
     return out
 
 
-# ---- after selection: labels come back ------------------------------------------------------------
-def candidate_correct(text: str, problem: Problem) -> bool:
-    """Grade one candidate's ANSWER slot against the full (labelled) problem."""
-    ans = split_slots(text).get("ANSWER")
-    if ans is None:
-        return False
-    try:
-        return bool(grade(problem, ans))
-    except Exception:  # a malformed problem grades as wrong rather than crashing a table
-        return False
-
-
-def grade_rows(pool: Pool, rows: Sequence[dict[str, Any]], k: int | None = None) -> list[dict[str, Any]]:
-    """Selection rows with ``correct`` (and the unit's ``labels``) reattached."""
-    problems = pool.problems()
-    labels = pool.labels()
-    units = {(u.problem_id, u.seed): u for u in pool.units(k)}
-    out = []
-    for r in rows:
-        unit = units[(r["problem_id"], int(r["seed"]))]
-        p = grading_problem(problems[r["problem_id"]], labels.get(r["problem_id"]))  # G* from labels if hidden
-        if int(r["index"]) >= 0:
-            ok = candidate_correct(unit.texts[int(r["index"])], p)
-        else:
-            ok = r.get("answer") is not None and bool(_safe_grade(p, r["answer"]))
-        out.append({**r, "correct": ok, "labels": labels.get(r["problem_id"], {}), "source_id": unit.source_id})
-    return out
-
-
-def _safe_grade(p: Problem, answer: Any) -> bool:
-    try:
-        return grade(p, answer)
-    except Exception:
-        return False
-
-
-def accuracy(pool: Pool, name: str, k: int | None = None) -> float:
-    rows = grade_rows(pool, list(pool.selection(name).values()), k)
-    return sum(r["correct"] for r in rows) / len(rows) if rows else math.nan
-
-
-def calver_audit(pool: Pool, tie: str, k: int | None = None, *, write: bool = True) -> list[dict[str, Any]]:
-    """CALVER with the label-reading ``best``/``worst`` tie rule (an audit bound, never deployed).
-
-    Scores come from the firewall views; correctness of the tied candidates is read from the labelled
-    problems here, explicitly, after the scores are fixed.
-    """
-    if tie not in ("best", "worst"):
-        raise ValueError("calver_audit tie must be 'best' or 'worst'")
-    problems = pool.problems()
-    labels = pool.labels()
-    rows = []
-    for v in make_views(pool, k):
-        scs = candidate_scores(v)
-        totals = [ts.total for ts in scs]
-        top = max(totals)
-        p = grading_problem(problems[v.problem_id], labels.get(v.problem_id))
-        correct = {i: candidate_correct(v.texts[i], p) for i, t in enumerate(totals) if t == top}
-        idx = select_from_scores(totals, tie, correct=correct, parsed=[ts.answer is not None for ts in scs])
-        rows.append({"problem_id": v.problem_id, "seed": v.seed, "index": idx, "scores": [float(t) for t in totals], "audit": True})
-    if write:
-        pool.write_selection(selection_name(f"calver_{tie}", k), rows)
-    return rows
-
-
-__all__ = [
-    "K_PREFIXES", "SELECTORS", "FirewallError", "accuracy", "calver_audit", "candidate_correct", "grade_rows",
-    "run_selection", "run_selector", "selection_name", "score",
-]
+__all__ = ["run_selection", "run_selector", "selection_name"]

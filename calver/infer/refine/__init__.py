@@ -1,10 +1,11 @@
-"""Verifier-guided refinement, judge/PRM corruption audits and the extract-or-verify router.
+"""Verifier-guided refinement and the extract-or-verify router: label-free inference methods.
 
 * :mod:`.feedback` -- slot-level feedback text from the verifier's reasons and the registry;
-* :mod:`.refine` -- ``calver refine``: revision rounds vs token-matched best-of-K';
-* :mod:`.audit_judges` -- ``calver audit-judges``: deterministic corruptions scored by verifier / PRM / judge;
-* :mod:`.router` -- ``calver route``: graph-agreement routing between extract-then-solve and CALVER;
-* :mod:`.cli` -- the three subcommands (``add_commands``) and :func:`~.cli.sample_pool`.
+* :mod:`.refine` -- revision rounds and the token-matched best-of-K' baseline (graded and reported by
+  :mod:`calver.evaluation.refine_eval`, ``calver refine``);
+* :mod:`.router` -- graph agreement and the routing decision (threshold chosen and reported by
+  :mod:`calver.evaluation.router_calibration`, ``calver route``);
+* :mod:`.small_pools` -- small deterministic problem sets and pools for these experiments and tests.
 
 Submodules import lazily; nothing here loads torch.
 """

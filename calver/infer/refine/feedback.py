@@ -19,7 +19,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from calver.verifier import SLOTS, Problem, TraceScore, contract_instructions, get_family, score, split_slots
+from calver.verifier import SLOTS, Problem, TraceScore, contract_instructions, get_family, score
 
 HEADER = (
     "A symbolic verifier checked your answer slot by slot; {n} of 6 checks failed. Revise your answer: "
@@ -43,15 +43,13 @@ def slot_docs(task: str) -> dict[str, str]:
 # ---- redaction -------------------------------------------------------------------------------------
 _DECISION = re.compile(r"the correct decision is (yes|no)", re.IGNORECASE)
 _RECOMPUTED = re.compile(r"(differs from [^=]*?)=\s*-?\d+(?:\.\d+)?(?:e-?\d+)?")
-_BRACES = re.compile(r"\{[^{}]*\}")
 _MISSES = re.compile(r"\bmisses [^;.]+")
 
 
-def _own_keys(fam, trace: str) -> set[Any]:
+def _own_keys(fam, ts: TraceScore) -> set[Any]:
     keys = set()
-    sp = split_slots(trace)
     for slot in ("STRATEGY", "ANSWER"):
-        text = sp.values.get(slot)
+        text = ts.slots.values.get(slot) if ts.slots is not None else None
         if not text:
             continue
         try:
@@ -61,43 +59,43 @@ def _own_keys(fam, trace: str) -> set[Any]:
     return keys
 
 
-def _verification_graph(fam, trace: str, problem: Problem):
-    from calver.verifier.scoring import verification_object
-
-    return verification_object(trace, problem)
-
-
 def redact(reason: str, trace: str, problem: Problem, ts: TraceScore | None = None) -> str:
     """``reason`` with every named object that is valid on the verification graph, other than the
-    trace's own STRATEGY/ANSWER, replaced by "another one"; decisions and recomputed values that
-    would answer the question are withheld."""
+    trace's own STRATEGY/ANSWER, replaced by "another set" (the family says where its objects are
+    written: :meth:`~calver.verifier.family.TaskFamily.object_mentions`); decisions and recomputed
+    values that would answer the question are withheld."""
     fam = get_family(problem.task)
     out = _DECISION.sub("the returned decision is wrong", reason)
     out = _MISSES.sub("misses at least one required node", out)
-    if fam.answer_type in ("bool", "number"):
+    if fam.is_decision:
         out = _RECOMPUTED.sub(lambda m: m.group(1).rstrip() + " (recompute it yourself)", out)
-    if fam.answer_type != "set" or "{" not in out:
+    spans = fam.object_mentions(out)
+    if not spans:
         return out
-    g = _verification_graph(fam, trace, problem)
-    if g is None or not hasattr(g, "nodes"):
+    ts = ts if ts is not None else score(trace, problem)
+    if ts.g_ver is None:
         return out
     try:
         query = fam.normalize_query(problem)
     except Exception:  # noqa: BLE001
         return out
-    own = _own_keys(fam, trace)
+    own = _own_keys(fam, ts)
 
-    def sub(m: re.Match) -> str:
+    def sub(text: str) -> str:
         try:
-            obj = fam.parse_object(m.group(0))
+            obj = fam.parse_object(text)
             if fam.canonical_answer_key(obj) in own:
-                return m.group(0)
-            ok = fam.predicate(g, query, obj).ok
+                return text
+            ok = fam.is_valid_on(ts.g_ver, query, obj, problem)
         except Exception:  # noqa: BLE001 - not an object of this family: keep the text
-            return m.group(0)
-        return "another set" if ok else m.group(0)
+            return text
+        return "another set" if ok else text
 
-    return _BRACES.sub(sub, out)
+    parts, last = [], 0
+    for start, end in spans:
+        parts += [out[last:start], sub(out[start:end])]
+        last = end
+    return "".join(parts) + out[last:]
 
 
 # ---- feedback ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Verifier-guided refinement vs token-matched best-of-K (``calver refine``).
+"""Verifier-guided refinement, and the token-matched best-of-K' it is compared with (label-free).
 
 Round 0 is a pool's K candidates. For every unit without a max-score candidate, the current best
 candidate (highest six-bit score; ties -> the latest) goes back to the policy as an assistant turn,
@@ -11,26 +11,23 @@ sampled from the original prompt until their tokens reach what refinement spent 
 (best-of-K', K' >= K), then CALVER selects. Sampled tokens are completion tokens (``num_tokens``);
 prompt tokens of the revision prompts are reported beside them.
 
-Scoring and feedback read only the firewall views (label-free problems); correctness is attached
-afterwards from the pool's labels.
+Scoring and feedback read only the firewall views (label-free problems). Grading the arms and the
+``calver refine`` report live in :mod:`calver.evaluation.refine_eval`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from calver.infer.evaluation.bootstrap import mean_ci, paired_diff_ci
-from calver.infer.evaluation.report import ci_text, jsonable, pct
-from calver.infer.evaluation.table import grading_problem, is_correct
+from calver.config import ConfigError, cfg_field, check_types, parse
+from calver.data_gen.prompts import render_prompt as prompt_messages
 from calver.infer.firewall import SelectorView, make_views
 from calver.infer.pool import Pool
 from calver.infer.refine.feedback import feedback_for
-from calver.infer.sample import prompt_messages
 from calver.verifier import SLOTS, score, select_from_scores
 
 MAX_SCORE = len(SLOTS)
@@ -38,35 +35,33 @@ MAX_SCORE = len(SLOTS)
 
 @dataclass
 class RefineConfig:
-    rounds: int = 2  # T: revision rounds at most
-    revisions: int = 1  # samples per revision round
-    k: int | None = None  # K-prefix of the pool used as round 0 (None: the whole pool)
-    temperature: float | None = None  # None: the pool's sampling settings
-    top_p: float | None = None
-    max_tokens: int | None = None
-    seed: int = 0
-    baseline: bool = True  # also run the token-matched best-of-K'
-    baseline_batch: int = 8  # most extra candidates drawn per unit and call
-    draws: int = 2000  # bootstrap draws
+    """Settings of the refinement loop (``calver refine --config``, ``configs/refine/*.yaml``)."""
+
+    rounds: int = cfg_field(2, help="T: revision rounds at most")
+    revisions: int = cfg_field(1, help="samples per revision round")
+    k: int | None = cfg_field(None, help="candidates per unit taken from the pool as round 0 (its first k); "
+                              "null: all of them")
+    temperature: float | None = cfg_field(None, help="null: the pool's sampling settings")
+    top_p: float | None = cfg_field(None, help="null: the pool's sampling settings")
+    max_tokens: int | None = cfg_field(None, help="null: the pool's sampling settings")
+    seed: int = cfg_field(0, help="seed of the revision and best-of-K' samples")
+    baseline: bool = cfg_field(True, help="also run the token-matched best-of-K'")
+    baseline_batch: int = cfg_field(8, help="most extra candidates drawn per unit and call")
+    draws: int = cfg_field(2000, help="bootstrap draws")
 
     def __post_init__(self) -> None:
-        if self.rounds < 0 or self.revisions < 1 or self.baseline_batch < 1:
-            raise ValueError("rounds must be >= 0, revisions and baseline_batch >= 1")
+        check_types(self)
+        for name, low in (("rounds", 0), ("revisions", 1), ("baseline_batch", 1), ("draws", 1)):
+            if getattr(self, name) < low:
+                raise ConfigError(f"field {name!r} must be >= {low}, got {getattr(self, name)}")
+        if self.k is not None and self.k < 1:
+            raise ConfigError(f"field 'k' must be >= 1 or null, got {self.k}")
 
 
-def load_refine_config(path: str | Path | None, **overrides: Any) -> RefineConfig:
-    """A :class:`RefineConfig` from YAML (unknown keys are errors), then non-None ``overrides``."""
-    d: dict[str, Any] = {}
-    if path:
-        import yaml
-
-        d = dict(yaml.safe_load(Path(path).read_text()) or {})
-    d.update({k: v for k, v in overrides.items() if v is not None})
-    known = set(RefineConfig.__dataclass_fields__)
-    bad = sorted(set(d) - known)
-    if bad:
-        raise ValueError(f"unknown refine config field(s): {', '.join(bad)} (known: {', '.join(sorted(known))})")
-    return RefineConfig(**d)
+def load_refine_config(path: str | Path | None, args: Sequence[str] = (), **overrides: Any) -> RefineConfig:
+    """A :class:`RefineConfig` from YAML (unknown keys are errors), then ``--field value`` ``args``, then
+    non-None keyword ``overrides``."""
+    return parse(RefineConfig, path, args, overrides=overrides)
 
 
 def derived_seed(*parts: Any) -> int:
@@ -82,8 +77,10 @@ def sampling_config(pool: Pool, cfg: RefineConfig, n: int):
     except Exception:  # noqa: BLE001 - a pool without a manifest samples with the defaults
         pass
     pick = lambda mine, key, default: mine if mine is not None else s.get(key, default)  # noqa: E731
-    return SamplingConfig(temperature=float(pick(cfg.temperature, "temperature", 0.8)), top_p=float(pick(cfg.top_p, "top_p", 1.0)),
-                          max_tokens=int(pick(cfg.max_tokens, "max_tokens", 256)), n=n, stop=s.get("stop"), logprobs=False)
+    return SamplingConfig(temperature=float(pick(cfg.temperature, "temperature", 0.8)),
+                          top_p=float(pick(cfg.top_p, "top_p", 1.0)),
+                          max_tokens=int(pick(cfg.max_tokens, "max_tokens", 256)), n=n, stop=s.get("stop"),
+                          logprobs=False)
 
 
 @dataclass
@@ -116,11 +113,13 @@ def current_best(cands: Sequence[Cand]) -> int:
 
 def revision_messages(view: SelectorView, trace: str, feedback: str) -> list[dict[str, str]]:
     """Original prompt + the candidate as the assistant turn + the verifier feedback as a user turn."""
-    return prompt_messages(view.problem) + [{"role": "assistant", "content": trace}, {"role": "user", "content": feedback}]
+    return prompt_messages(view.problem) + [{"role": "assistant", "content": trace},
+                                            {"role": "user", "content": feedback}]
 
 
 # ---- refinement ---------------------------------------------------------------------------------
-def refine_units(views: Sequence[SelectorView], pool_rows: dict, sampler, cfg: RefineConfig, scfg_of) -> list[dict[str, Any]]:
+def refine_units(views: Sequence[SelectorView], pool_rows: dict, sampler, cfg: RefineConfig,
+                 scfg_of) -> list[dict[str, Any]]:
     """Run the revision rounds; one state dict per unit (candidates, rounds log, stop reason)."""
     states = []
     for v in views:
@@ -194,10 +193,9 @@ def matched_best_of_k(states: list[dict[str, Any]], sampler, cfg: RefineConfig, 
 
 
 # ---- the run ------------------------------------------------------------------------------------
-def run_refine(pool: Pool | str, sampler, cfg: RefineConfig | None = None, out: str | Path | None = None,
-               log=lambda m: None) -> dict[str, Any]:
-    """Refine every unit of ``pool`` and compare with token-matched best-of-K'; write
-    ``refine.json``, ``refine_units.jsonl`` and ``refine.md`` under ``out`` when given."""
+def refine_pool(pool: Pool | str, sampler, cfg: RefineConfig | None = None, log=lambda m: None) -> list[dict[str, Any]]:
+    """Revision rounds on every unit of ``pool`` (its ``cfg.k``-prefix) and, when ``cfg.baseline``,
+    the token-matched best-of-K' candidates; one state dict per unit (see :func:`arm_candidates`)."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     cfg = cfg or RefineConfig()
     views = make_views(pool, cfg.k)
@@ -208,76 +206,19 @@ def run_refine(pool: Pool | str, sampler, cfg: RefineConfig | None = None, out: 
     if cfg.baseline:
         matched_best_of_k(states, sampler, cfg, scfg_of)
         log(f"best-of-K': {sum(len(s['extra']) for s in states)} extra candidate(s)")
-    problems, labels = pool.problems(), pool.labels()
-    units = []
-    for s in states:
-        v = s["view"]
-        gp = grading_problem(problems[v.problem_id], labels.get(v.problem_id))
-        pool_c = [c for c in s["cands"] if c.origin == "pool"]
-        arms = {"calver@K": pool_c, "refine": s["cands"]}
-        if cfg.baseline:
-            arms["best_of_K'"] = pool_c + s["extra"]
-        rec: dict[str, Any] = {"problem_id": v.problem_id, "seed": v.seed, "source_id": problems[v.problem_id].source_id,
-                               "stop": s["stop"], "rounds": s["rounds"], "prompt_tokens": s["prompt_tokens"]}
-        for name, cands in arms.items():
-            i = calver_pick(cands)
-            rec[name] = {"index": i, "score": cands[i].total, "correct": is_correct(gp, cands[i].answer),
-                         "tokens": sum(c.num_tokens for c in cands), "candidates": len(cands),
-                         "max_score": cands[i].total == MAX_SCORE}
-        rec["texts"] = {"revisions": [c.text for c in s["cands"] if c.origin == "revision"]}
-        units.append(rec)
-    result = {"config": asdict(cfg), "pool": str(pool.root), "summary": summarize(units, cfg), "units": units}
-    if out is not None:
-        write_outputs(result, Path(out))
-    return result
+    return states
 
 
-def summarize(units: list[dict[str, Any]], cfg: RefineConfig) -> dict[str, Any]:
-    arms = [a for a in ("calver@K", "refine", "best_of_K'") if units and a in units[0]]
-    clusters = [u["source_id"] for u in units]
-    out: dict[str, Any] = {"units": len(units), "arms": {}, "stops": {}}
-    for u in units:
-        out["stops"][u["stop"]] = out["stops"].get(u["stop"], 0) + 1
-    out["revision_rounds"] = sum(len(u["rounds"]) for u in units)
-    out["revision_prompt_tokens"] = sum(u["prompt_tokens"] for u in units)
-    for a in arms:
-        acc = [float(u[a]["correct"]) for u in units]
-        mx = [float(u[a]["max_score"]) for u in units]
-        out["arms"][a] = {
-            "accuracy": mean_ci(acc, clusters, draws=cfg.draws, seed=cfg.seed) if units else None,
-            "max_score_rate": sum(mx) / len(mx) if mx else math.nan,
-            "sampled_tokens": sum(u[a]["tokens"] for u in units),
-            "mean_candidates": sum(u[a]["candidates"] for u in units) / len(units) if units else math.nan,
-        }
-    if "best_of_K'" in arms and units:
-        out["refine_minus_best_of_K'"] = paired_diff_ci([float(u["refine"]["correct"]) for u in units],
-                                                        [float(u["best_of_K'"]["correct"]) for u in units],
-                                                        clusters, draws=cfg.draws, seed=cfg.seed)
-    return out
+def arm_candidates(state: dict[str, Any], baseline: bool = True) -> dict[str, list[Cand]]:
+    """The candidates CALVER selects among in each arm: the pool alone (``calver@K``), pool +
+    revisions (``refine``), pool + token-matched extra samples (``best_of_K'``)."""
+    pool_c = [c for c in state["cands"] if c.origin == "pool"]
+    arms = {"calver@K": pool_c, "refine": state["cands"]}
+    if baseline:
+        arms["best_of_K'"] = pool_c + state["extra"]
+    return arms
 
 
-def markdown(result: dict[str, Any]) -> str:
-    s = result["summary"]
-    lines = [f"# Verifier-guided refinement vs token-matched best-of-K' ({s['units']} units, T={result['config']['rounds']})", "",
-             "| arm | accuracy % [95% CI] | max-score rate % | sampled tokens | mean candidates |", "|---|---|---|---|---|"]
-    for a, r in s["arms"].items():
-        lines.append(f"| {a} | {ci_text(r['accuracy'])} | {pct(r['max_score_rate'])} | {r['sampled_tokens']} | {r['mean_candidates']:.2f} |")
-    if "refine_minus_best_of_K'" in s:
-        lines += ["", f"Refine − best-of-K' (paired, clustered by source_id): {ci_text(s['refine_minus_best_of_K' + chr(39)], signed=True)} pp"]
-    lines += ["", f"Stops: {', '.join(f'{k}={v}' for k, v in sorted(s['stops'].items()))}; revision prompts: "
-              f"{s['revision_rounds']} ({s['revision_prompt_tokens']} prompt tokens, not counted as sampled)."]
-    return "\n".join(lines) + "\n"
-
-
-def write_outputs(result: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    slim = {k: v for k, v in result.items() if k != "units"}
-    (out / "refine.json").write_text(json.dumps(jsonable(slim), indent=2, sort_keys=True))
-    with open(out / "refine_units.jsonl", "w", encoding="utf-8") as fh:
-        for u in result["units"]:
-            fh.write(json.dumps(jsonable(u), sort_keys=True) + "\n")
-    (out / "refine.md").write_text(markdown(result))
-
-
-__all__ = ["RefineConfig", "calver_pick", "current_best", "derived_seed", "load_refine_config", "markdown",
-           "matched_best_of_k", "refine_units", "revision_messages", "run_refine"]
+__all__ = ["MAX_SCORE", "Cand", "RefineConfig", "arm_candidates", "calver_pick", "current_best", "derived_seed",
+           "load_refine_config", "matched_best_of_k", "refine_pool", "refine_units", "revision_messages",
+           "sampling_config"]

@@ -8,7 +8,7 @@ pool by an earlier run (so tables regenerate on CPU without a forward pass) and 
 :class:`SelectorError` when none are stored. :func:`build_selector` makes one with a model handle.
 
 Label-reading audit rules (CALVER with best/worst tie-breaking) are not selectors: see
-:func:`calver.infer.select.calver_audit`, which takes the labels explicitly.
+:func:`calver.evaluation.grading.calver_audit`, which takes the labels explicitly.
 """
 
 from __future__ import annotations
@@ -16,14 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from calver.infer.selectors.base import Selection, Selector, SelectorError, answer_key, earliest_max, plurality
-from calver.infer.selectors.neural import (
-    ConfidenceSelector,
-    JudgeSelector,
-    PRMScorer,
-    PRMSelector,
-    RewardModelSelector,
-    load_prm,
-)
+from calver.infer.selectors.neural import ConfidenceSelector, JudgeSelector, PRMSelector, RewardModelSelector
+from calver.infer.selectors.scorers import PRMScorer, load_prm
 from calver.infer.selectors.symbolic import (
     CalverSelector,
     ExtractSolveSelector,

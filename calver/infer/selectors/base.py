@@ -3,7 +3,7 @@
 The rules here are the single implementation of each selection rule over per-candidate facts:
 :func:`earliest_max` (CALVER and every scalar selector), :func:`plurality` (exact plurality) and
 :func:`answer_key` (the canonical answer a candidate votes with). Selectors apply them to a
-:class:`~calver.infer.firewall.SelectorView`; ``calver.infer.evaluation`` applies the same
+:class:`~calver.infer.firewall.SelectorView`; ``calver.evaluation`` applies the same
 functions to the per-candidate facts of a frozen pool.
 
 Unparsed answers (one rule, used everywhere): a candidate whose ANSWER slot does not parse, or whose

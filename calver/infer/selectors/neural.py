@@ -3,7 +3,8 @@
 Each takes its model handle through the constructor. Without one it re-selects from the scores an
 earlier run stored in the pool (``view.stored[name]``) and raises ``SelectorError`` if there are
 none. Each scorer selects the earliest candidate attaining its maximum score; a score that could not
-be computed (unparsable judge reply) is NaN and never wins. torch/transformers load lazily.
+be computed (unparsable judge reply, non-finite logit) is NaN and never wins. The reward model and
+the PRM score through :mod:`calver.infer.selectors.scorers`; torch/transformers load lazily.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Sequence
 
+from calver.data_gen.prompts import render_prompt, user_text
 from calver.infer.firewall import SelectorView
 from calver.infer.selectors.base import Selection, Selector, SelectorError, earliest_max
+from calver.infer.selectors.scorers import PRMScorer, SeqClsScorer, load_prm
 
 CONFIDENCE_QUESTION = (
     "Is the final answer in your response above correct? Reply with exactly one word: yes or no."
@@ -24,7 +27,9 @@ JUDGE_SYSTEM = (
     "description), a query and a candidate trace. Judge only whether the trace's final answer is a "
     "valid answer to the query on that graph. No reference answer is available."
 )
-JUDGE_INSTRUCTION = "Rate the validity of the final answer from 0 (certainly invalid) to 10 (certainly valid). Reply as: SCORE: <0-10>"
+JUDGE_INSTRUCTION = (
+    "Rate the validity of the final answer from 0 (certainly invalid) to 10 (certainly valid). Reply as: SCORE: <0-10>"
+)
 
 
 class _Neural(Selector):
@@ -74,12 +79,6 @@ class _Neural(Selector):
         return out
 
 
-def _prompt_messages(view: SelectorView) -> list[dict[str, str]]:
-    from calver.infer.sample import prompt_messages
-
-    return prompt_messages(view.problem)
-
-
 # ---- policy self-evaluation ------------------------------------------------------------------
 def parse_yes_no(text: str) -> float:
     m = re.search(r"\b(yes|no|true|false|correct|incorrect)\b", text.lower())
@@ -123,8 +122,8 @@ class ConfidenceSelector(_AskedThroughSampler):
     default_max_tokens = 4
 
     def messages(self, view, trace):
-        return _prompt_messages(view) + [{"role": "assistant", "content": trace},
-                                         {"role": "user", "content": CONFIDENCE_QUESTION}]
+        return render_prompt(view.problem) + [{"role": "assistant", "content": trace},
+                                              {"role": "user", "content": CONFIDENCE_QUESTION}]
 
     def parse(self, text):
         return parse_yes_no(text)
@@ -139,8 +138,6 @@ def parse_judge_score(text: str) -> float:
 
 
 def judge_messages(view: SelectorView, trace: str) -> list[dict[str, str]]:
-    from calver.infer.sample import user_text
-
     body = user_text(view.problem)  # supplied mode: includes the graph; constructed: the text only
     return [
         {"role": "system", "content": JUDGE_SYSTEM},
@@ -161,63 +158,13 @@ class JudgeSelector(_AskedThroughSampler):
 
 
 # ---- sequence-classification reward model ------------------------------------------------------
-class SeqClsScorer:
-    """Any HF ``AutoModelForSequenceClassification`` (e.g. Skywork-Reward-V2): logit 0 is the reward.
-
-    ``with_problem``: score the chat [user: prompt, assistant: trace] (chat template when the
-    tokenizer has one); otherwise the trace alone.
-    """
-
-    def __init__(self, path: str | Path, *, device: str | None = None, batch_size: int = 8, max_length: int = 4096):
-        import torch
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        self.path = str(path)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.tok = AutoTokenizer.from_pretrained(self.path)
-        self.tok.truncation_side = "left"
-        if self.tok.pad_token is None:
-            self.tok.pad_token = self.tok.eos_token
-        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        self.model = AutoModelForSequenceClassification.from_pretrained(self.path, num_labels=1, dtype=dtype)
-        self.model.config.pad_token_id = self.tok.pad_token_id
-        self.model.to(self.device).eval()
-        limit = getattr(self.model.config, "max_position_embeddings", None) or max_length
-        self.max_length = min(max_length, int(limit))
-        self.batch_size = batch_size
-
-    def text(self, prompt: str | None, trace: str) -> str:
-        if prompt is None:
-            return trace
-        if getattr(self.tok, "chat_template", None):
-            return self.tok.apply_chat_template(
-                [{"role": "user", "content": prompt}, {"role": "assistant", "content": trace}], tokenize=False
-            )
-        return f"{prompt}\n\n{trace}"
-
-    def score_texts(self, texts: list[str]) -> list[float]:
-        import torch
-
-        out: list[float] = []
-        for i in range(0, len(texts), self.batch_size):
-            enc = self.tok(texts[i : i + self.batch_size], return_tensors="pt", padding=True, truncation=True,
-                           max_length=self.max_length, add_special_tokens=False).to(self.device)
-            with torch.inference_mode():
-                logits = self.model(**enc).logits.float()
-            out += [float(x) for x in logits[:, 0].tolist()]
-        return out
-
-    def score(self, problem_text: str | None, trace: str) -> float:
-        return self.score_texts([self.text(problem_text, trace)])[0]
-
-
 class RewardModelSelector(_Neural):
     """Reward model; ``with_problem=False`` gives the trace-only variant (name ``reward_model_trace``)."""
 
     name = "reward_model"
 
-    def __init__(self, model_path: str | Path | None = None, *, with_problem: bool = True, scorer: SeqClsScorer | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, model_path: str | Path | None = None, *, with_problem: bool = True,
+                 scorer: SeqClsScorer | None = None, **kwargs: Any) -> None:
         super().__init__()
         self.with_problem = with_problem
         self.name = "reward_model" if with_problem else "reward_model_trace"
@@ -227,8 +174,6 @@ class RewardModelSelector(_Neural):
         return self.scorer is not None
 
     def score_pairs(self, views, pairs):
-        from calver.infer.sample import user_text
-
         prompts = {}
         texts = []
         for vi, t in pairs:
@@ -242,27 +187,6 @@ class RewardModelSelector(_Neural):
 
 
 # ---- distilled PRM -------------------------------------------------------------------------------
-@runtime_checkable
-class PRMScorer(Protocol):
-    """The distilled process reward model's interface: one scalar per (problem text, trace)."""
-
-    def score(self, problem_text: str, trace: str) -> float: ...
-
-
-def load_prm(path: str | Path, **kwargs: Any) -> PRMScorer:
-    """Load a PRM from ``path``: a directory written by ``calver train prm`` (it holds
-    ``calver_prm.json``) goes through ``calver.train.prm.load_prm``; any other directory is read as
-    an HF sequence-classification model scoring (problem text, trace)."""
-    try:
-        from calver.train import prm as train_prm  # type: ignore[attr-defined]
-    except ImportError:
-        train_prm = None
-    meta = getattr(train_prm, "PRM_META_FILE", "calver_prm.json")
-    if train_prm is not None and hasattr(train_prm, "load_prm") and (Path(path) / meta).exists():
-        return train_prm.load_prm(path, **kwargs)
-    return SeqClsScorer(path, **kwargs)
-
-
 class PRMSelector(_Neural):
     name = "prm"
 
@@ -274,8 +198,6 @@ class PRMSelector(_Neural):
         return self.scorer is not None
 
     def score_pairs(self, views, pairs):
-        from calver.infer.sample import user_text
-
         prompts: dict[int, str] = {}
         items = []
         for vi, t in pairs:

@@ -78,29 +78,20 @@ class PluralitySelector(Selector):
         return Selection(*plurality(answer_keys(view)))
 
 
-def _as_set(key: Any) -> frozenset | None:
-    if key is None:
-        return None
-    if isinstance(key, (set, frozenset)):
-        return frozenset(key)
-    if isinstance(key, (list, tuple)):
-        return frozenset(key)
-    if isinstance(key, dict):
-        return frozenset(key.items())
-    return frozenset([key])
-
-
 class MedoidSelector(Selector):
     """Set medoid: the candidate whose answer set has the largest mean Jaccard overlap with the others.
 
-    Answers are sets (node sets; a path's nodes; a scalar answer as a singleton); J(∅, ∅) = 1.
+    Answers are sets (the family's :meth:`~calver.verifier.family.TaskFamily.key_set` of the canonical
+    answer key: node sets as themselves, a scalar answer as a singleton); J(∅, ∅) = 1.
     Unparsed answers score -1 (never chosen while any answer parses); ties -> earliest.
     """
 
     name = "medoid"
 
     def select(self, view: SelectorView) -> Selection:
-        sets = [_as_set(k) for k in answer_keys(view)]
+        keys = answer_keys(view)
+        fam = get_family(view.problem.task) if any(k is not None for k in keys) else None
+        sets = [None if k is None else fam.key_set(k) for k in keys]
         n = len(sets)
         cache: dict[tuple[frozenset, frozenset], float] = {}
         scores = []
@@ -180,26 +171,20 @@ def structure_bits(text: str, problem: Problem, *, slots=None, graphs: dict[str,
 
 
 def _derivation_typed(text: str, fam, query: dict[str, Any]) -> bool:
-    from calver.verifier.registry import normalize_value, values_equal
-
     try:
         op, args = parse_call(text)
     except ValueError:
         return False
     if op.lower() != fam.operation:
         return False
-    for key in fam.query_keys:
-        if key in args:
-            kind = fam.query_types[key]
-            try:
-                if not values_equal(kind, normalize_value(kind, args[key]), query[key]):
-                    return False
-            except (ValueError, GraphError, KeyError, TypeError):
-                return False
-    obj_arg = getattr(fam, "object_arg", None)
-    if obj_arg and obj_arg in args:
+    try:  # every query argument present must be bound; none is required
+        if not fam.derivation_binds(args, query, required=False).ok:
+            return False
+    except (ValueError, GraphError, KeyError, TypeError):
+        return False
+    if fam.object_arg and fam.object_arg in args:
         try:
-            fam.parse_object(args[obj_arg])
+            fam.parse_object(args[fam.object_arg])
         except (ValueError, GraphError, TypeError):
             return False
     return True
@@ -303,10 +288,7 @@ def _solve(g, problem: Problem) -> str | None:
         query = fam.normalize_query(p)
         # Only the first member is needed; a "maximal" variant must see the whole class to know it.
         limit = None if query.get("variant") == "maximal" else 1
-        try:
-            members = fam.validity_class(g, query, limit=limit)
-        except TypeError:  # a family whose validity_class takes no limit
-            members = fam.validity_class(g, query)
+        members = fam.validity_class(g, query, limit=limit)
         if not members:
             return None
         return fam.format_object(members[0])

@@ -1,7 +1,7 @@
 """Selection metrics on frozen pools: built-in selectors, accuracy, coverage, repair decomposition,
 the fragmentation condition, and score calibration (precision/recall/FPR/coverage/AUROC).
 
-Everything here reads :class:`~calver.infer.evaluation.table.UnitFacts`; all numbers are unrounded.
+Everything here reads :class:`~calver.evaluation.units.UnitFacts`; all numbers are unrounded.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from calver.infer.evaluation.table import UnitFacts, is_correct
+from calver.evaluation.grading import is_correct
+from calver.evaluation.units import UnitFacts
 from calver.infer.selectors.base import Selection, plurality
 from calver.verifier import TIE_RULES, select_from_scores
 

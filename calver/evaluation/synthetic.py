@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from calver.infer.evaluation.audits import replace_slot
+from calver.evaluation.audits import replace_slot
 from calver.infer.pool import Pool
 from calver.verifier import Problem, get_family, parse_graph
 

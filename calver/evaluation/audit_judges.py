@@ -4,7 +4,7 @@ From max-score (valid) traces, deterministic variants are made (pure string edit
 
 * ``clean`` -- the trace itself (control);
 * ``answer_swap`` -- ANSWER replaced by an object invalid on the verification graph
-  (:func:`calver.infer.evaluation.audits.swap_answer`);
+  (:func:`calver.evaluation.audits.swap_answer`);
 * ``consistent_swap`` -- STRATEGY, ANSWER and the DERIVATION's object argument all replaced by the same
   invalid object, so the chain "supports" the wrong answer (decision families: ANSWER and a yes/no
   RESULT flipped together);
@@ -22,92 +22,37 @@ is known by construction (``expected_reject``), from the bit semantics of docs/t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from itertools import combinations
 from pathlib import Path
 from typing import Any, Sequence
 
-from calver.infer.evaluation.audits import replace_slot, slot_spans, swap_answer
-from calver.infer.evaluation.bootstrap import mean_ci, paired_diff_ci
-from calver.infer.evaluation.report import ci_text, jsonable
-from calver.infer.evaluation.table import grading_problem, is_correct
+from calver.evaluation.audits import invalid_answer, replace_slot, slot_spans
+from calver.evaluation.bootstrap import mean_ci, paired_diff_ci
+from calver.evaluation.grading import grading_problems, is_correct
+from calver.evaluation.report import ci_text, jsonable
 from calver.infer.firewall import SelectorView, strip_problem
 from calver.infer.pool import Pool
-from calver.verifier import Problem, get_family, score, split_slots
+from calver.verifier import CausalGraph, Problem, TraceScore, get_family, score
 from calver.verifier.contract import parse_call
 
 VARIANTS = ("clean", "answer_swap", "consistent_swap", "strategy_only", "edge_deletion", "truncation")
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-def verification_object(trace: str, problem: Problem):
-    """What the trace is checked on (the verifier's rule: the source, else the trace's own slot)."""
-    from calver.verifier.scoring import verification_object as _vo
-
-    return _vo(trace, problem)
-
-
-def _is_valid(fam, g, query, problem: Problem, obj) -> bool:
-    try:
-        return bool(fam.predicate(g, query, obj).ok)
-    except NotImplementedError:  # decision families: the task's grade on the verification graph
-        on_g = dataclasses.replace(problem, graph=g, mode="supplied")
-        return bool(fam.grade(on_g, obj))
-
-
-def _candidate_texts(fam, g, current) -> list[str]:
-    """Object texts to try, in a fixed order, built only with the family's own formatter/parser."""
-    nodes = sorted(getattr(g, "nodes", ()) or ())
-    kind = fam.answer_type
-    if kind == "bool":
-        return ["no" if current is True else "yes", "no", "yes"]
-    if kind == "assignment" and isinstance(current, dict):
-        return [fam.format_object({**current, p: not v}) for p, v in sorted(current.items())]
-    if kind == "number":
-        base = float(current) if isinstance(current, (int, float)) else 0.0
-        return [str(base + d) for d in (1.0, -1.0, 10.0)]
-    texts = ["{}", "none"] + ["{" + n + "}" for n in nodes] + [n for n in nodes]
-    texts += [f"{a} -> {b}" for a, b in combinations(nodes, 2)] + ["{" + f"{a}, {b}" + "}" for a, b in combinations(nodes, 2)]
-    return texts + ["{" + ", ".join(nodes) + "}"]
-
-
-def invalid_object(trace: str, problem: Problem, seed: int = 0) -> str | None:
+def invalid_object(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
     """Text of an object invalid on the verification graph, different from the trace's ANSWER: the
-    one :func:`swap_answer` picks when it can, else the first of a fixed search (parsed by the family)."""
-    try:
-        swapped = swap_answer(trace, problem, seed)
-    except Exception:  # noqa: BLE001 - audits.swap_answer does not cover every answer type
-        swapped = None
-    if swapped is not None:
-        return split_slots(swapped).get("ANSWER")
-    fam = get_family(problem.task)
-    g = verification_object(trace, problem)
-    if g is None:
-        return None
-    query = fam.normalize_query(problem)
-    current = score(trace, problem).answer
-    cur_key = fam.canonical_answer_key(current) if current is not None else None
-    for text in _candidate_texts(fam, g, current):
-        try:
-            obj = fam.parse_object(text)
-            if cur_key is not None and fam.canonical_answer_key(obj) == cur_key:
-                continue
-            if _is_valid(fam, g, query, problem, obj):
-                continue
-            return fam.format_object(obj)
-        except Exception:  # noqa: BLE001 - not an object of this family
-            continue
-    return None
+    one :func:`swap_answer` puts in (the family's seeded :meth:`invalid_objects` search)."""
+    obj = invalid_answer(trace, problem, seed, sc)
+    return None if obj is None else get_family(problem.task).format_object(obj)
 
 
-def _replace_derivation_arg(trace: str, key: str, value: str) -> str | None:
-    d = split_slots(trace).get("DERIVATION")
-    if d is None:
+def _replace_derivation_arg(trace: str, derivation: str | None, key: str, value: str) -> str | None:
+    """``trace`` with argument ``key`` of its DERIVATION (whose text is ``derivation``) set to ``value``."""
+    if derivation is None:
         return None
     try:
-        op, args = parse_call(d)
+        op, args = parse_call(derivation)
     except ValueError:
         return None
     if key not in args:
@@ -122,30 +67,30 @@ _FLIP = {"valid": "invalid", "invalid": "valid", "reachable": "unreachable", "un
 
 
 # ---- the corruptions ---------------------------------------------------------------------------------
-def consistent_swap(trace: str, problem: Problem, seed: int = 0) -> str | None:
+def consistent_swap(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+    sc = sc if sc is not None else score(trace, problem)
     fam = get_family(problem.task)
-    bad = invalid_object(trace, problem, seed)
+    bad = invalid_object(trace, problem, seed, sc)
     if bad is None:
         return None
     out = replace_slot(trace, "ANSWER", bad)
-    if fam.answer_type == "bool":  # the decision and its RESULT flipped together
-        res = (split_slots(trace).get("RESULT") or "").strip().lower()
+    if fam.is_decision:  # the decision and its RESULT flipped together
+        res = (sc.slots.get("RESULT") or "").strip().lower()
         if res not in _FLIP:
             return None
         return replace_slot(out, "RESULT", _FLIP[res])
     out = replace_slot(out, "STRATEGY", bad)
-    arg = getattr(fam, "object_arg", None)
-    if arg:
-        out = _replace_derivation_arg(out, arg, bad) or out
+    if fam.object_arg:
+        out = _replace_derivation_arg(out, sc.slots.get("DERIVATION"), fam.object_arg, bad) or out
     return out
 
 
-def strategy_only(trace: str, problem: Problem, seed: int = 0) -> str | None:
+def strategy_only(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+    sc = sc if sc is not None else score(trace, problem)
     fam = get_family(problem.task)
-    cur = (split_slots(trace).get("STRATEGY") or "").strip()
-    if fam.answer_type in ("bool", "number"):  # STRATEGY is a witness / set, not the answer
-        g = verification_object(trace, problem)
-        nodes = sorted(getattr(g, "nodes", ()) or ())
+    if fam.is_decision:  # STRATEGY is evidence (a witness, an adjustment set), not the answer
+        cur = (sc.slots.get("STRATEGY") or "").strip()
+        nodes = sorted(sc.g_ver.nodes) if isinstance(sc.g_ver, CausalGraph) else []
         options = ["none", "{}"] + ["{" + n + "}" for n in nodes]
         try:
             cur_key = repr(fam.parse_object(cur))
@@ -159,24 +104,20 @@ def strategy_only(trace: str, problem: Problem, seed: int = 0) -> str | None:
             if key != cur_key:
                 return replace_slot(trace, "STRATEGY", o)
         return None
-    bad = invalid_object(trace, problem, seed)
+    bad = invalid_object(trace, problem, seed, sc)
     return None if bad is None else replace_slot(trace, "STRATEGY", bad)
 
 
-def edge_deletion(trace: str, problem: Problem) -> tuple[str, bool] | None:
+def edge_deletion(trace: str, problem: Problem, sc: TraceScore | None = None) -> tuple[str, bool] | None:
     """(variant, whether the deletion makes the returned answer invalid on the reduced graph)."""
+    sc = sc if sc is not None else score(trace, problem)
     fam = get_family(problem.task)
-    if fam.graph_label != "GRAPH" or "GRAPH" not in slot_spans(trace):
-        return None
-    text = split_slots(trace).get("GRAPH")
-    try:
-        g = fam.parse_graph_slot(text, problem)
-    except Exception:  # noqa: BLE001
+    g = sc.trace_graph
+    if fam.graph_label != "GRAPH" or "GRAPH" not in slot_spans(trace) or not isinstance(g, CausalGraph):
         return None
     edges = [("d", e) for e in sorted(g.directed)] + [("b", e) for e in sorted(g.bidirected)]
     if not edges:
         return None
-    ans = score(trace, problem).answer
     query = fam.normalize_query(problem)
 
     def reduced(e):
@@ -184,10 +125,10 @@ def edge_deletion(trace: str, problem: Problem) -> tuple[str, bool] | None:
         return g.with_edges(remove_directed=[(a, b)] if kind == "d" else (), remove_bidirected=[(a, b)] if kind == "b" else ())
 
     chosen, flips = edges[0], False
-    if ans is not None:
+    if sc.answer is not None:
         for e in edges:
             try:
-                if not _is_valid(fam, reduced(e), query, problem, ans):
+                if not fam.is_valid_on(reduced(e), query, sc.answer, problem):
                     chosen, flips = e, True
                     break
             except Exception:  # noqa: BLE001
@@ -195,8 +136,8 @@ def edge_deletion(trace: str, problem: Problem) -> tuple[str, bool] | None:
     return replace_slot(trace, "GRAPH", reduced(chosen).to_text()), flips
 
 
-def truncation(trace: str, problem: Problem) -> str | None:
-    d = split_slots(trace).get("DERIVATION")
+def truncation(trace: str, problem: Problem, sc: TraceScore | None = None) -> str | None:
+    d = (sc if sc is not None else score(trace, problem)).slots.get("DERIVATION")
     if not d or len(d) < 4:
         return None
     return replace_slot(trace, "DERIVATION", d[: len(d) // 2].rstrip())
@@ -208,34 +149,35 @@ def make_variants(trace: str, problem: Problem, seed: int = 0) -> dict[str, dict
     ``expected_reject`` is the verifier's verdict known by construction: True where a bit provably
     fails, None where the corruption can be neutral (an edge deletion in constructed mode that keeps
     the returned answer valid on the reduced graph)."""
+    sc = score(trace, problem)  # every corruption reads this one parse (slots, graphs, answer)
     out: dict[str, dict[str, Any]] = {"clean": {"text": trace, "expected_reject": False}}
     for name, fn in (("answer_swap", swap_or_none), ("consistent_swap", consistent_swap), ("strategy_only", strategy_only)):
-        t = fn(trace, problem, seed)
+        t = fn(trace, problem, seed, sc)
         if t is not None and t != trace:
             out[name] = {"text": t, "expected_reject": True}
-    ed = edge_deletion(trace, problem)
+    ed = edge_deletion(trace, problem, sc)
     if ed is not None:
         out["edge_deletion"] = {"text": ed[0], "expected_reject": True if (problem.mode == "supplied" or ed[1]) else None}
-    t = truncation(trace, problem)
+    t = truncation(trace, problem, sc)
     if t is not None:
         out["truncation"] = {"text": t, "expected_reject": True}
     return out
 
 
-def swap_or_none(trace: str, problem: Problem, seed: int = 0) -> str | None:
-    bad = invalid_object(trace, problem, seed)
+def swap_or_none(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+    bad = invalid_object(trace, problem, seed, sc)
     return None if bad is None else replace_slot(trace, "ANSWER", bad)
 
 
 # ---- sources ---------------------------------------------------------------------------------------------
 def source_traces(pool: Pool, sources: Sequence[str] = ("pool", "canonical"), k: int | None = None) -> list[dict[str, Any]]:
     """Max-score, correct traces: the pool's (first per unit) and/or each problem's canonical trace."""
-    problems, labels = pool.problems(), pool.labels()
+    problems, graded = pool.problems(), grading_problems(pool)
     stripped = {pid: strip_problem(p) for pid, p in problems.items()}
     out = []
     if "pool" in sources:
         for u in pool.units(k):
-            sp, gp = stripped[u.problem_id], grading_problem(problems[u.problem_id], labels.get(u.problem_id))
+            sp, gp = stripped[u.problem_id], graded[u.problem_id]
             for i, t in enumerate(u.texts):
                 ts = score(t, sp)
                 if ts.max_score and is_correct(gp, ts.answer):
@@ -243,7 +185,7 @@ def source_traces(pool: Pool, sources: Sequence[str] = ("pool", "canonical"), k:
                     break
     if "canonical" in sources:
         for pid, p in problems.items():
-            t = canonical_for(grading_problem(p, labels.get(pid)))
+            t = canonical_for(graded[pid])
             if t is not None and score(t, stripped[pid]).max_score:
                 out.append({"problem_id": pid, "source_id": p.source_id, "origin": "canonical", "text": t})
     return out
@@ -254,14 +196,11 @@ def canonical_for(problem: Problem) -> str | None:
         from calver.data_gen.generators import canonical_trace
 
         return canonical_trace(problem)
-    except Exception:  # noqa: BLE001 - no validity class in meta: enumerate one member
+    except Exception:  # noqa: BLE001 - no validity class in meta: the family's default valid object
         pass
-    fam = get_family(problem.task)
     try:
-        g = fam.verification_object(problem)
-        members = fam.validity_class(g, fam.normalize_query(problem))
-        return fam.canonical_trace(problem, members[0]) if members else None
-    except Exception:  # noqa: BLE001
+        return get_family(problem.task).canonical_trace(problem)
+    except Exception:  # noqa: BLE001 - no valid answer (or none the family can write)
         return None
 
 

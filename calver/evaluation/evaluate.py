@@ -17,9 +17,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from calver.infer.evaluation import audit_runs
-from calver.infer.evaluation.bootstrap import DECOMPOSITION_DRAWS, DEFAULT_CLUSTER_KEY, HEADLINE_DRAWS, mean_ci, paired_diff_ci
-from calver.infer.evaluation.metrics import (
+from calver.evaluation import audit_runs
+from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, DEFAULT_CLUSTER_KEY, HEADLINE_DRAWS, mean_ci, paired_diff_ci
+from calver.evaluation.metrics import (
     BUILTIN_SELECTORS,
     TIE_AUDIT,
     as_pick,
@@ -31,8 +31,8 @@ from calver.infer.evaluation.metrics import (
     repair_decomposition,
     selected_correct,
 )
-from calver.infer.evaluation.scaling import K_GRID, k_curve, registry_prefix_selections, registry_selectors, usable_ks
-from calver.infer.evaluation.table import UnitFacts, load_units
+from calver.evaluation.scaling import K_GRID, k_curve, registry_prefix_selections, registry_selectors, usable_ks
+from calver.evaluation.units import UnitFacts, load_units
 from calver.infer.pool import Pool
 
 TARGET = "calver"
@@ -43,7 +43,7 @@ def selector_picks(pool: Pool, units: Sequence[UnitFacts], names: Sequence[str] 
                    ) -> tuple[dict[str, dict[tuple[str, int], Any]], dict[str, float]]:
     """{selector: {unit: selection}} for stored, built-in and registry selectors, and built-in/stored
     agreement. A selection is an index, a stored row or a :class:`~calver.infer.selectors.Selection`
-    (:func:`~calver.infer.evaluation.metrics.as_pick`), so an index -1 keeps its answer."""
+    (:func:`~calver.evaluation.metrics.as_pick`), so an index -1 keeps its answer."""
     stored_names = pool.selection_names()
     wanted = list(names) if names else list(dict.fromkeys([*BUILTIN_SELECTORS, *stored_names]))
     for must in (TARGET, BASELINE):

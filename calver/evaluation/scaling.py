@@ -14,9 +14,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from calver.infer.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
-from calver.infer.evaluation.metrics import BUILTIN_SELECTORS, as_pick, coverage, selected_correct
-from calver.infer.evaluation.table import UnitFacts
+from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
+from calver.evaluation.metrics import BUILTIN_SELECTORS, as_pick, coverage, selected_correct
+from calver.evaluation.units import UnitFacts
+from calver.infer.firewall import FirewallError, make_views
+from calver.infer.select import run_selector
+from calver.infer.selectors import SELECTORS
 
 K_GRID = (1, 2, 4, 8, 16, 32)
 UnitSelector = Callable[[UnitFacts], int]
@@ -78,19 +81,13 @@ def k_curve(
 
 
 def registry_selectors() -> dict[str, Callable]:
-    """``calver.infer.selectors.SELECTORS`` when that module exists, else {}."""
-    try:
-        from calver.infer.selectors import SELECTORS  # type: ignore[import-not-found]
-    except Exception:  # noqa: BLE001 - module absent or broken: scaling falls back to built-ins
-        return {}
+    """The selector registry (``calver.infer.selectors.SELECTORS``)."""
     return dict(SELECTORS)
 
 
 def pool_views(pool, k: int | None = None, comparators: Sequence[str] | None = None):
     """Firewall views of a pool's K-prefix, carrying the stored comparator scores that are usable
     (all stored selections first; without them if any lacks per-candidate scores)."""
-    from calver.infer.firewall import FirewallError, make_views
-
     comparators = pool.selection_names() if comparators is None else list(comparators)
     try:
         return make_views(pool, k=k, comparators=comparators)
@@ -103,8 +100,6 @@ def registry_prefix_selections(pool, units: Sequence[UnitFacts], names: Sequence
     """Re-run registry selectors on the firewall views of every K-prefix (``None``: the full pool)
     through :func:`calver.infer.select.run_selector`; :class:`Selection` s aligned with ``units``
     (a unit without a view keeps index 0)."""
-    from calver.infer.select import run_selector
-
     reg = registry_selectors()
     names = [n for n in names if n in reg]
     out: dict[str, dict[int | None, list[Any]]] = {n: {} for n in names}

@@ -1,10 +1,9 @@
-"""Per-candidate facts of a frozen pool: CALVER bits/score, canonical answer key, correctness.
+"""Per-candidate facts of a frozen pool (:class:`UnitFacts`): CALVER bits/score, canonical answer
+key, correctness.
 
-Scores and answer keys are computed from the candidate text and the selector-visible problem only.
-Correctness is reattached afterwards: ``grade(problem, answer)`` on the *source* graph (the task
-predicate, never equality with a listed reference). In constructed-graph mode the source graph may
-live in the problem row's ``labels`` (``source_graph`` or ``graph``); it is read only here, for
-grading, after every score is fixed.
+Scores and answer keys are computed from the candidate text and the firewall-stripped problem only.
+Correctness is reattached afterwards through :mod:`calver.evaluation.grading` (the task predicate on
+the *source* graph, which in constructed-graph mode comes from the labels).
 """
 
 from __future__ import annotations
@@ -15,9 +14,11 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from calver.evaluation.grading import grading_problem, grading_problems, is_correct
+from calver.infer.firewall import strip_problem
 from calver.infer.pool import Pool
 from calver.infer.selectors.base import answer_key as _key_rule
-from calver.verifier import Problem, grade, score
+from calver.verifier import Problem, score
 
 
 @dataclass
@@ -57,28 +58,6 @@ def answer_key(problem: Problem, answer: Any) -> Hashable | None:
     return _key_rule(problem.task, answer)
 
 
-def grading_problem(problem: Problem, labels: dict[str, Any] | None) -> Problem:
-    """The problem with its source graph G* attached (from labels when the problem hides it)."""
-    if problem.graph is not None or not labels:
-        return problem
-    raw = labels.get("source_graph", labels.get("graph"))
-    if raw is None:
-        return problem
-    from calver.verifier import parse_graph
-
-    g = raw if not isinstance(raw, str) else parse_graph(raw, kind=problem.graph_class)
-    return dataclasses.replace(problem, graph=g)
-
-
-def is_correct(gproblem: Problem, answer: Any) -> bool:
-    if answer is None:
-        return False
-    try:
-        return bool(grade(gproblem, answer))
-    except Exception:  # noqa: BLE001 - an ungradable problem counts the answer wrong, never right
-        return False
-
-
 def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", source_id: str = "",
                seed: int = 0, labels: dict[str, Any] | None = None, grading: Problem | None = None) -> UnitFacts:
     """Score every candidate on ``problem`` (no labels read), then grade the parsed answers on the
@@ -101,30 +80,19 @@ def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", 
     )
 
 
-def selector_problem(problem: Problem) -> Problem:
-    """The problem as a selector sees it: through ``calver.infer.firewall.strip_problem`` when that
-    module is present (no meta, no source graph in constructed mode), else unchanged."""
-    try:
-        from calver.infer.firewall import strip_problem
-    except ImportError:
-        return problem
-    return strip_problem(problem)
-
-
 def load_units(pool: Pool | str, k: int | None = None) -> list[UnitFacts]:
     """UnitFacts for every unit of a pool (optionally its K-prefix view). Scores are computed on the
     firewall-stripped problem; the full problem (plus labels) is used only to grade."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     problems = pool.problems()
-    labels = pool.labels()
+    graded = grading_problems(pool)
     views: dict[str, Problem] = {}
     out = []
     for u in pool.units(k):
-        p = problems[u.problem_id]
         if u.problem_id not in views:
-            views[u.problem_id] = selector_problem(p)
+            views[u.problem_id] = strip_problem(problems[u.problem_id])
         out.append(unit_facts(views[u.problem_id], u.texts, problem_id=u.problem_id, source_id=u.source_id,
-                              seed=u.seed, grading=grading_problem(p, labels.get(u.problem_id))))
+                              seed=u.seed, grading=graded[u.problem_id]))
     return out
 
 
@@ -140,5 +108,3 @@ def from_arrays(totals: Sequence[Sequence[int]], correct: Sequence[Sequence[bool
             correct=np.asarray(c, dtype=bool), answer_keys=list(a), answers=list(a),
         ))
     return out
-
-

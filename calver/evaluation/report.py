@@ -165,11 +165,11 @@ def plot_figures(res: dict[str, Any], out: Path) -> dict[str, str]:
         figs["k_curve"] = "k_curve.png"
     dec = res["decomposition"]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    labels = list(dec)
-    x = np.arange(len(labels))
-    ax.bar(x - 0.2, [dec[l]["repairs"] for l in labels], 0.4, label="repairs")
-    ax.bar(x + 0.2, [dec[l]["new_errors"] for l in labels], 0.4, label="new errors")
-    ax.set_xticks(x, labels)
+    strata = list(dec)
+    x = np.arange(len(strata))
+    ax.bar(x - 0.2, [dec[s]["repairs"] for s in strata], 0.4, label="repairs")
+    ax.bar(x + 0.2, [dec[s]["new_errors"] for s in strata], 0.4, label="new errors")
+    ax.set_xticks(x, strata)
     ax.set_ylabel("units")
     ax.set_title(f"{res['target']} vs {res['baseline']}")
     ax.legend()

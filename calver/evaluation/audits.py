@@ -9,7 +9,7 @@
   reverse a fraction of edges, a random graph of the same size, every edge reversed).
 
 All are pure functions of trace text, problem and an explicit RNG. Pool-level summaries live in
-:mod:`calver.infer.evaluation.audit_runs`.
+:mod:`calver.evaluation.audit_runs`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from calver.verifier import CausalGraph, GraphClass, Problem, get_family, score
+from calver.verifier import CausalGraph, GraphClass, Problem, TraceScore, get_family, score
 from calver.verifier.contract import parse_call, slot_spans
-from calver.verifier.graph import GraphError
 from calver.verifier.parsers import parse_path
 
 # ---- slot locations -----------------------------------------------------------------------------------
@@ -35,13 +34,6 @@ def replace_slot(trace: str, slot: str, value: str) -> str:
     old = trace[start:end]
     tail = old[len(old.rstrip()):]
     return trace[:start] + value + tail + trace[end:]
-
-
-def verification_graph(trace: str, problem: Problem):
-    """The graph a trace is scored on (the verifier's own rule: the source, else the trace's GRAPH)."""
-    from calver.verifier.scoring import verification_object
-
-    return verification_object(trace, problem)
 
 
 # ---- renaming -----------------------------------------------------------------------------------------
@@ -120,76 +112,26 @@ def rename_nodes(trace: str, problem: Problem, mapping: dict[str, str] | None = 
 # ---- answer swap ----------------------------------------------------------------------------------------
 
 
-def _invalid_candidates(family, g: CausalGraph, answer: Any, rng: np.random.Generator):
-    nodes = list(g.nodes) if isinstance(g, CausalGraph) else []  # K&K verifies formulas, not a graph
-    order = [nodes[i] for i in rng.permutation(len(nodes))]
-    kind = family.answer_type
-    if kind == "bool":
-        yield (not answer) if isinstance(answer, bool) else True
-        yield False
-        return
-    if kind == "set":
-        yield from (frozenset([n]) for n in order)
-        yield frozenset()
-        yield from (frozenset(c) for c in combinations(order, 2))
-        yield frozenset(order)
-        return
-    if kind == "path":
-        yield ()
-        yield from ((n,) for n in order)
-        yield from combinations(order, 2)
-        if answer:
-            yield tuple(reversed(tuple(answer)))
-        return
-    if kind == "node":
-        yield from order
-        return
-    if kind == "assignment" and isinstance(answer, dict):  # flip one person's role at a time
-        for person in sorted(answer):
-            yield {**answer, person: not answer[person]}
-        return
-    if kind == "number":
-        base = float(answer) if isinstance(answer, (int, float)) else 0.0
-        yield from (base + d for d in (1.0, -1.0, 10.0, -10.0))
+def invalid_answer(trace: str, problem: Problem, rng: np.random.Generator | int = 0,
+                   sc: TraceScore | None = None) -> Any:
+    """An object of the family's answer type that differs from the trace's ANSWER and is invalid on
+    the graph the trace is judged on (``TraceScore.g_ver``), the first of the family's seeded search
+    (:meth:`~calver.verifier.family.TaskFamily.invalid_objects`); None if there is none or no graph."""
+    sc = sc if sc is not None else score(trace, problem)
+    if sc.g_ver is None:
+        return None
+    family = get_family(problem.task)
+    return next(family.invalid_objects(sc.g_ver, family.normalize_query(problem), sc.answer, rng, problem), None)
 
 
 def swap_answer(trace: str, problem: Problem, rng: np.random.Generator | int = 0) -> str | None:
-    """``trace`` with its ANSWER replaced by an object invalid on the verification graph.
-
-    The object is searched (single nodes, the empty set, pairs, ... in a seeded order) until the
-    task predicate rejects it; None if the trace has no ANSWER slot or no invalid object is found.
-    """
-    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    """``trace`` with its ANSWER replaced by an object invalid on the verification graph
+    (:func:`invalid_answer`: single nodes, the empty set, pairs, ... in a seeded order); None if the
+    trace has no ANSWER slot or no invalid object is found."""
     if "ANSWER" not in slot_spans(trace):
         return None
-    family = get_family(problem.task)
-    g = verification_graph(trace, problem)
-    if g is None:
-        return None
-    query = family.normalize_query(problem)
-    def valid(obj: Any) -> bool:
-        try:
-            return family.predicate(g, query, obj).ok
-        except NotImplementedError:  # decision families (ATE): the task's grade on the verification graph
-            own = g is problem.graph or not isinstance(g, CausalGraph)
-            return bool(family.grade(problem if own else dataclasses.replace(problem, graph=g), obj))
-
-    current = score(trace, problem).answer
-    cur_key = family.canonical_answer_key(current) if current is not None else None
-    coerce = getattr(family, "coerce_object", None)
-    for obj in _invalid_candidates(family, g, current, rng):
-        try:
-            if coerce is not None:  # the family's own object form (e.g. (nodes, edge types) for paths)
-                obj = coerce(obj)
-            if cur_key is not None and family.canonical_answer_key(obj) == cur_key:
-                continue
-            if valid(obj):
-                continue
-            text = family.format_object(obj)
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError, GraphError):
-            continue
-        return replace_slot(trace, "ANSWER", text)
-    return None
+    obj = invalid_answer(trace, problem, rng)
+    return None if obj is None else replace_slot(trace, "ANSWER", get_family(problem.task).format_object(obj))
 
 
 # ---- witness damage ---------------------------------------------------------------------------------------
@@ -200,12 +142,8 @@ _FLIPS = {"->": ("<-",), "<-": ("->",), "<->": ("->", "<-")}
 def _witness_texts(family, args: dict[str, str]) -> list[str]:
     from calver.verifier.tasks.base import split_paths
 
-    key = getattr(family, "witness_arg", None)
-    if key is None and "path" in args:
-        key = "path"
-    if key is None or key not in args:
-        return []
-    return split_paths(args[key])
+    key = family.witness_arg
+    return split_paths(args[key]) if key is not None and key in args else []
 
 
 def damage_witness(trace: str, problem: Problem) -> str | None:
@@ -217,7 +155,7 @@ def damage_witness(trace: str, problem: Problem) -> str | None:
         return None
     start, end = spans["DERIVATION"]
     region = trace[start:end]
-    g = verification_graph(trace, problem)
+    g = score(trace, problem).g_ver
     if g is None:
         return None
     try:

@@ -10,10 +10,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calver.infer.evaluation.audits import LADDER, corrupt_graph, damage_witness, rename_nodes, swap_answer
-from calver.infer.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
-from calver.infer.evaluation.metrics import calver_index, plurality_index, selected_correct, unit_parsed
-from calver.infer.evaluation.table import UnitFacts
+from calver.evaluation.audits import LADDER, corrupt_graph, damage_witness, rename_nodes, swap_answer
+from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
+from calver.evaluation.metrics import calver_index, plurality_index, selected_correct, unit_parsed
+from calver.evaluation.units import UnitFacts
 from calver.verifier import Problem, ProblemError, get_family, score
 
 
@@ -130,7 +130,7 @@ def graph_ladder(units: Sequence[UnitFacts], rungs: Sequence[str] = LADDER, *, f
 
 # ---- strict ATE ------------------------------------------------------------------------------------------
 
-GUARD_PATTERNS = (  # reason prefixes of calver.verifier.scm.strict_certificate -> guard
+GUARD_PATTERNS = (  # reason prefixes of calver.verifier.tasks.ate.strict_certificate -> guard
     ("X in Z", "treatment_exclusion"),
     ("Y in Z", "treatment_exclusion"),
     ("descendant of X in Z", "treatment_exclusion"),
@@ -156,7 +156,7 @@ def is_ate_task(task: str) -> bool:
 def strict_ate_audit(units: Sequence[UnitFacts], max_examples: int = 20) -> dict[str, Any]:
     """Among max-score ATE traces: how many are wrong, and which strict guard each violates.
 
-    Guards come from ``calver.verifier.scm.strict_certificate`` (treatment exclusion, backdoor
+    Guards come from ``calver.verifier.tasks.ate.strict_certificate`` (treatment exclusion, backdoor
     separation in G with X's outgoing edges removed, decision margin |ψ − τ| > ε), evaluated on the
     full problem (graph and CPTs) after selection. ``certified_wrong`` must be 0 (Theorem 1).
     """
@@ -167,7 +167,7 @@ def strict_ate_audit(units: Sequence[UnitFacts], max_examples: int = 20) -> dict
     if not units:
         res.update(guards={}, wrong_by_guard_set={})
         return res
-    from calver.verifier.scm import strict_certificate
+    from calver.verifier.tasks.ate import strict_certificate
 
     for u in units:
         res["n_units"] += 1
