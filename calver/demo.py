@@ -12,6 +12,7 @@ Everything lands under one run directory, with the resolved config saved as ``co
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -21,32 +22,24 @@ from typing import Any
 
 import yaml
 
-from calver.demo_config import DemoConfig, DemoConfigError, load_demo_config
+from calver.config import ConfigError, add_command
+from calver.demo_config import DemoConfig, load_demo_config
 
 
 def add_commands(sub) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="run the whole pipeline end to end (CPU-friendly defaults)",
-        description=__doc__,
-        formatter_class=__import__("argparse").RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--config", default=None, help="demo YAML (e.g. configs/demo/qwen2.5-0.5b.yaml)")
-    p.add_argument("--quick", action="store_true", help="smoke-sized run (a few minutes on 2 CPU cores)")
-    p.add_argument("--out", default=None, help="run directory (default runs/demo)")
-    p.add_argument("--k", type=int, default=None, help="candidates per unit (32 for the full K-scaling curve)")
-    p.add_argument("--backend", choices=("auto", "vllm", "hf"), default=None, help="sampling backend")
-    p.add_argument("--with-prm", action="store_true", default=None, help="also train and select with a distilled PRM")
-    p.add_argument("--seed", type=int, default=None)
+    p = add_command(sub, "demo", (DemoConfig,), help="run the whole pipeline end to end (CPU-friendly defaults)",
+                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                    config_help="demo YAML (e.g. configs/demo/qwen2.5-0.5b.yaml); flags override it")
+    p.add_argument("--quick", action="store_true", help="smoke-sized run (a few minutes on 2 CPU cores): "
+                   "QUICK's values under the config file and flags")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args) -> int:
     try:
-        cfg = load_demo_config(args.config, quick=args.quick, out=args.out, k=args.k, backend=args.backend,
-                               with_prm=args.with_prm, seed=args.seed)
-    except DemoConfigError as e:
-        print(f"calver demo: {e}", file=sys.stderr)
+        cfg = load_demo_config(args.config, args, quick=args.quick)
+    except ConfigError as e:
+        print(f"calver demo: error: {e}", file=sys.stderr)
         return 2
     run_demo(cfg)
     return 0
@@ -57,7 +50,8 @@ def _stage(console, i: int, text: str) -> None:
 
 
 def _problem_key(p) -> str:
-    return json.dumps([p.task, p.graph.to_text() if p.graph is not None else p.text, p.query], sort_keys=True, default=str)
+    return json.dumps([p.task, p.graph.to_text() if p.graph is not None else p.text, p.query], sort_keys=True,
+                      default=str)
 
 
 def make_problems(cfg: DemoConfig):
@@ -84,11 +78,13 @@ def make_problems(cfg: DemoConfig):
 
 def train_policy(cfg: DemoConfig, data_dir: Path, run: Path, console) -> tuple[str, str | None, dict[str, Any]]:
     """(model path, adapter path or None, training summary)."""
+    from calver.train.common import parse_config
     from calver.train.sft import run_sft
-    from calver.train.sft_config import load_sft_config
+    from calver.train.sft_config import config_types
 
-    common = ["--dataset_path", str(data_dir / "sft.jsonl"), "--report_to", os.environ.get("CALVER_REPORT_TO", "none"),
-              "--save_strategy", "no", "--logging_steps", str(max(1, cfg.sft_steps // 10)), "--seed", str(cfg.seed)]
+    common = {"dataset_path": str(data_dir / "sft.jsonl"), "report_to": os.environ.get("CALVER_REPORT_TO", "none"),
+              "save_strategy": "no", "logging_steps": max(1, cfg.sft_steps // 10), "seed": cfg.seed,
+              "output_dir": str(run / "model" / "sft")}
     if cfg.model is None:
         from calver.train.tiny_model import build_tiny_model
 
@@ -98,20 +94,16 @@ def train_policy(cfg: DemoConfig, data_dir: Path, run: Path, console) -> tuple[s
                                 num_layers=cfg.tiny_layers, num_heads=cfg.tiny_heads,
                                 intermediate_size=cfg.tiny_intermediate, vocab_size=cfg.tiny_vocab, seed=cfg.seed)
         console.print(f"built the tiny policy at {base} (random init, tokenizer trained on the traces)")
-        overrides = ["--model_name_or_path", str(base), "--full_finetune", "true", "--use_peft", "false",
-                     "--output_dir", str(run / "model" / "sft"), "--max_steps", str(cfg.sft_steps),
-                     "--per_device_train_batch_size", str(cfg.sft_batch_size), "--learning_rate",
-                     str(cfg.sft_learning_rate), "--lr_scheduler_type", "cosine", "--warmup_steps",
-                     str(max(1, cfg.sft_steps // 20)), "--assistant_only_loss", "true", "--max_length", "1024",
-                     "--bf16", "false", "--dataloader_num_workers", "0", "--dataset_num_proc", "1", "--dtype", "float32"]
-        sa, ta, ma = load_sft_config(None, overrides + common)
-        result = run_sft(sa, ta, ma)
+        values = {"model_name_or_path": str(base), "full_finetune": True, "use_peft": False,
+                  "max_steps": cfg.sft_steps, "per_device_train_batch_size": cfg.sft_batch_size,
+                  "learning_rate": cfg.sft_learning_rate, "lr_scheduler_type": "cosine",
+                  "warmup_steps": max(1, cfg.sft_steps // 20), "assistant_only_loss": True, "max_length": 1024,
+                  "bf16": False, "dataloader_num_workers": 0, "dataset_num_proc": 1, "dtype": "float32"}
+        result = run_sft(*parse_config(config_types(), None, values={**values, **common}))
         return str(run / "model" / "sft"), None, result.summary
     if cfg.sft_recipe is None:  # a real model used as is (no training)
         return cfg.model, None, {"trainer": "none"}
-    sa, ta, ma = load_sft_config(cfg.sft_recipe, ["--model_name_or_path", cfg.model, "--output_dir",
-                                                  str(run / "model" / "sft")] + common)
-    result = run_sft(sa, ta, ma)
+    result = run_sft(*parse_config(config_types(), cfg.sft_recipe, values={"model_name_or_path": cfg.model, **common}))
     adapter = str(run / "model" / "sft") if result.summary.get("mode") in ("lora", "qlora") else None
     return (cfg.model if adapter else str(run / "model" / "sft")), adapter, result.summary
 
@@ -129,8 +121,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from rich.console import Console
 
     from calver.data_gen.export import export_dataset
-    from calver.infer.evaluation.evaluate import evaluate
-    from calver.infer.evaluation.report import write_report
+    from calver.evaluation.evaluate import evaluate
+    from calver.evaluation.report import write_report
+    from calver.evaluation.scaling import K_GRID
     from calver.infer.sample import run_sample
     from calver.infer.sample_config import SampleConfig
     from calver.infer.select import run_selection
@@ -176,7 +169,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     _stage(console, 5, "evaluation report")
     t = time.time()
     names = [s if isinstance(s, str) else s.name for s in selectors]
-    ks = [k for k in (1, 2, 4, 8, 16, 32) if k <= cfg.k]
+    ks = [k for k in K_GRID if k <= cfg.k]
     res = evaluate(str(pool.root), names, draws=cfg.draws, decomp_draws=cfg.decomp_draws, seed=cfg.seed, ks=ks,
                    audits=cfg.audits)
     res["demo"] = {"contract_share": share, "train": train_summary, "model": model, "adapter": adapter,
@@ -194,8 +187,9 @@ def train_prm(cfg: DemoConfig, pool, run: Path, console):
     from calver.infer.sample import run_sample
     from calver.infer.sample_config import SampleConfig
     from calver.infer.selectors import build_selector
+    from calver.train.common import parse_config
     from calver.train.prm import run_prm
-    from calver.train.prm_config import load_prm_config
+    from calver.train.prm_config import config_types
 
     manifest = pool.manifest()
     prm_pool = run / "prm_pool"
@@ -209,10 +203,9 @@ def train_prm(cfg: DemoConfig, pool, run: Path, console):
                             temperature=cfg.temperature, max_tokens=cfg.max_tokens, model_hash="fast"),
                log=lambda m: console.print(m, style="dim"))
     base = str(run / "model" / "base") if cfg.model is None else cfg.model
-    sa, ta, ma = load_prm_config(None, ["--model_name_or_path", base, "--pool_paths", str(prm_pool), "--output_dir",
-                                        str(run / "model" / "prm"), "--max_steps", str(cfg.prm_steps),
-                                        "--report_to", "none", "--dtype", "float32"])
-    summary = run_prm(sa, ta, ma).summary
+    values = {"model_name_or_path": base, "pool_paths": [str(prm_pool)], "output_dir": str(run / "model" / "prm"),
+              "max_steps": cfg.prm_steps, "report_to": "none", "dtype": "float32"}
+    summary = run_prm(*parse_config(config_types(), None, values=values)).summary
     console.print(f"PRM: validation RMSE {summary.get('best_eval_rmse', summary.get('eval_rmse'))}")
     return build_selector("prm", model_path=str(run / "model" / "prm"))
 

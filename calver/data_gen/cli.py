@@ -1,11 +1,12 @@
-"""``calver gen``: generate synthetic problems and export SFT/GRPO datasets.
+"""``calver gen`` (synthetic problems, SFT/GRPO datasets) and ``calver data DATASET`` (external benchmarks).
 
-    calver gen --task backdoor_set --n 1000 --seed 0 --out data/bd
-    calver gen --task all --n 200 --seed 1 --encoding arrows json dot --many-satisfier --out data/mix
+    calver gen --tasks backdoor_set --n 1000 --seed 0 --out data/bd
+    calver gen --tasks all --n 200 --seed 1 --encoding arrows json dot --many_satisfier --out data/mix
     calver gen --config configs/gen/many_satisfier.yaml [--seed 3] [--out DIR]
 
-Flags override the YAML file's values. ``--level L1|L2|L3`` rewrites each problem as prose of that
-level through ``calver.data_gen.text_levels`` (constructed-graph mode).
+Every GenConfig / RunConfig field is a ``--field value`` flag (``calver.config`` conventions) that
+overrides the YAML file's value; ``--task`` is an alias of ``--tasks`` (repeatable). ``--level L1|L2|L3``
+rewrites each problem as prose of that level through ``calver.data_gen.text_levels`` (constructed-graph mode).
 """
 
 from __future__ import annotations
@@ -16,70 +17,30 @@ import importlib.util
 import sys
 from typing import Any
 
-from calver.data_gen.gen_config import ENCODINGS, GRAPH_CLASSES, LEVELS, ConfigError, GenConfig, RunConfig, load_config
-from calver.data_gen.names import NAMINGS
-
-_GEN_FLAGS = ("seed", "n_nodes", "density", "graph_class", "latent", "naming", "encoding", "variants",
-              "many_satisfier", "min_valid", "max_attempts", "max_candidates", "max_class")
-
-
-def _n_nodes(text: str) -> list[int]:
-    try:
-        parts = [int(p) for p in text.replace(":", "-").split("-")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--n-nodes takes N or MIN-MAX, got {text!r}") from None
-    if len(parts) not in (1, 2):
-        raise argparse.ArgumentTypeError(f"--n-nodes takes N or MIN-MAX, got {text!r}")
-    return [parts[0], parts[-1]]
+from calver.config import ConfigError, add_command
+from calver.data_gen.gen_config import GenConfig, RunConfig, parse_run
 
 
 def add_commands(subparsers) -> None:
-    p = subparsers.add_parser("gen", help="generate synthetic causal-graph problems and export datasets",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", help="YAML run config (GenConfig keys plus task/tasks, n, out, level)")
-    p.add_argument("--task", action="append", help="task family (repeatable), or 'all'")
-    p.add_argument("--n", type=int, help="problems per task")
-    p.add_argument("--seed", type=int, help="generator seed (required, here or in the config)")
-    p.add_argument("--out", help="output directory")
-    p.add_argument("--level", choices=LEVELS, help="render as L1/L2/L3 prose (calver.data_gen.text_levels)")
-    p.add_argument("--encoding", nargs="+", choices=ENCODINGS, help="graph encoding(s), one drawn per item")
-    p.add_argument("--n-nodes", type=_n_nodes, help="node count N or range MIN-MAX")
-    p.add_argument("--density", type=float, help="forward edge probability")
-    p.add_argument("--graph-class", nargs="+", choices=GRAPH_CLASSES, help="graph class(es)")
-    p.add_argument("--latent", type=float, help="bidirected-edge probability per pair (ADMG)")
-    p.add_argument("--naming", choices=NAMINGS, help="variable names")
-    p.add_argument("--variants", nargs="+", help="query variants to draw from")
-    p.add_argument("--many-satisfier", action="store_true", default=None,
-                   help="keep only queries with >= --min-valid valid answers")
-    p.add_argument("--min-valid", type=int, help="many-satisfier threshold (default 2)")
-    p.add_argument("--max-attempts", type=int, help="retries per item")
-    p.add_argument("--max-candidates", type=int, help="cap on candidate nodes for set families")
-    p.add_argument("--max-class", type=int, help="cap on enumerated validity-class size")
-    p.add_argument("--dry-run", action="store_true", help="generate and print a summary; write nothing")
+    p = add_command(subparsers, "gen", (GenConfig, RunConfig),
+                    help="generate synthetic causal-graph problems and export datasets", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    config_help="YAML run config (GenConfig keys plus tasks, n, out, level); flags override it")
+    p.add_argument("--dry_run", "--dry-run", action="store_true", help="generate and print a summary; write nothing")
     p.set_defaults(func=run_gen)
+
+    from calver.data_gen.clear import add_clear_command
+
+    data = subparsers.add_parser("data", help="convert external benchmarks into calver problems")
+    dsub = data.add_subparsers(dest="data_command", metavar="DATASET")
+    add_clear_command(dsub)
+    data.set_defaults(func=lambda args: data.print_help() or 2)
 
 
 def build_run(args: argparse.Namespace) -> RunConfig:
-    base: dict[str, Any] = {}
-    run: dict[str, Any] = {}
-    if args.config:
-        rc = load_config(args.config)
-        base = rc.gen.to_dict()
-        run = {"tasks": rc.tasks, "n": rc.n, "out": rc.out, "level": rc.level}
-    for key in _GEN_FLAGS:
-        val = getattr(args, key, None)
-        if val is not None:
-            base[key] = val
-    if "seed" not in base:
-        raise ConfigError("field 'seed' is required: pass --seed S or set seed in the config")
-    if args.task:
-        run["tasks"] = tuple(args.task)
-    for key in ("n", "out", "level"):
-        if getattr(args, key) is not None:
-            run[key] = getattr(args, key)
-    rc = RunConfig(gen=GenConfig.from_dict(base), **run)
+    rc = parse_run(args.config, args)
     if not rc.tasks:
-        raise ConfigError("field 'tasks' is required: pass --task TASK (or 'all') or set task/tasks in the config")
+        raise ConfigError("field 'tasks' is required: pass --tasks TASK (or 'all') or set tasks in the config")
     if rc.n <= 0:
         raise ConfigError("field 'n' must be a positive integer: pass --n N or set n in the config")
     return rc

@@ -1,19 +1,21 @@
 """`GenConfig`: the validated configuration of the synthetic generator (and its YAML form).
 
-Every bad value raises :class:`ConfigError` naming the field. The seed is required: generation is
-never silently random. YAML files are read with ``yaml.safe_load``; unknown keys are errors.
+Read through :mod:`calver.config` (YAML, then ``--field value`` flags); every bad value raises
+:class:`~calver.config.ConfigError` naming the field. The seed is required: generation is never
+silently random. Unknown keys are errors naming the closest field.
 
-YAML run files (``calver gen --config FILE``) hold the :class:`GenConfig` keys plus the run keys
-``task`` / ``tasks``, ``n``, ``out`` and ``level`` (see ``configs/gen/*.yaml``).
+YAML run files (``calver gen --config FILE``) hold the :class:`GenConfig` keys plus the
+:class:`RunConfig` keys ``tasks`` (or ``task``), ``n``, ``out`` and ``level`` (see ``configs/gen/*.yaml``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from calver.config import ConfigError, build, cfg_field, collect
 from calver.data_gen.names import NAMINGS
 
 GRAPH_CLASSES = ("DAG", "ADMG", "directed")
@@ -22,9 +24,8 @@ RUN_KEYS = ("task", "tasks", "n", "out", "level")
 LEVELS = ("L1", "L2", "L3")
 MAX_NODES = 26
 
-
-class ConfigError(ValueError):
-    """A generator configuration value is invalid; the message names the field."""
+__all__ = ["ENCODINGS", "GRAPH_CLASSES", "LEVELS", "ConfigError", "GenConfig", "RunConfig", "load_config",
+           "parse_run", "run_config_from_dict"]
 
 
 def _as_tuple(value: Any, field_name: str) -> tuple[str, ...]:
@@ -45,43 +46,32 @@ def _is_num(v: Any) -> bool:
 
 @dataclass(frozen=True)
 class GenConfig:
-    """Per-item generation parameters.
+    """Per-item generation parameters. Item ``idx`` of task ``t`` uses
+    ``Random(f"calver-gen/{t}/{seed}/{idx}")``, so it is the same whatever else is generated."""
 
-    - ``seed`` (required): item ``idx`` of task ``t`` uses ``Random(f"calver-gen/{t}/{seed}/{idx}")``,
-      so it is the same whatever else is generated.
-    - ``n_nodes``: node count, an int or an inclusive ``[min, max]`` range (3..26).
-    - ``density``: probability of each forward (topological-order) directed edge.
-    - ``graph_class``: ``DAG`` / ``ADMG`` / ``directed``, or a list (one chosen per item), or None
-      for the family default (cycle_witness: directed; frontdoor_set: ADMG; others: DAG, or ADMG
-      when ``latent`` > 0).
-    - ``latent``: probability of a bidirected edge (latent confounder) per node pair in an ADMG
-      (an ADMG always gets at least one).
-    - ``naming``: ``letters``, ``medicine``, ``economics``, ``education``, ``ecology`` or ``mixed``.
-    - ``encoding``: how the prompt renders the graph; one or a list (chosen per item).
-    - ``variants``: query variants to draw from (None: all of the family's; with
-      ``many_satisfier`` single-answer variants such as mediator ``all`` are left out).
-    - ``many_satisfier``: keep only queries whose validity class has >= ``min_valid`` members
-      (families with one yes/no answer are exempt and say so in ``meta``).
-    - ``max_attempts``: deterministic retries (within the item's rng) before an item is skipped.
-    - ``max_candidates``: set families skip queries with more candidate nodes than this
-      (validity-class enumeration is 2^candidates).
-    - ``max_class``: enumeration cap for validity classes that can explode (cycles).
-    """
-
-    seed: int
-    n_nodes: tuple[int, int] = (5, 8)
-    density: float = 0.3
-    graph_class: tuple[str, ...] | None = None
-    latent: float = 0.0
-    naming: str = "letters"
-    encoding: tuple[str, ...] = ("arrows",)
-    variants: tuple[str, ...] | None = None
-    many_satisfier: bool = False
-    min_valid: int = 2
-    max_attempts: int = 64
-    max_candidates: int = 12
-    max_class: int = 10_000
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # family-specific (ate/kk)
+    seed: int = cfg_field(help="generator seed (required: generation is never silently random)")
+    n_nodes: tuple[int, int] = cfg_field((5, 8), help="node count: N, or an inclusive MIN MAX range (3..26)")
+    density: float = cfg_field(0.3, help="probability of each forward (topological-order) directed edge")
+    graph_class: tuple[str, ...] | None = cfg_field(
+        None, help="DAG / ADMG / directed, or several (one drawn per item); null: the family default "
+        "(cycle_witness: directed; frontdoor_set: ADMG; others: DAG, or ADMG when latent > 0)")
+    latent: float = cfg_field(0.0, help="probability of a bidirected edge (latent confounder) per node pair in an "
+                              "ADMG (an ADMG always gets at least one)")
+    naming: str = cfg_field("letters", help=f"variable names: {', '.join(NAMINGS)}")
+    encoding: tuple[str, ...] = cfg_field(("arrows",), help="graph encoding(s) in the prompt, one drawn per item: "
+                                          + ", ".join(ENCODINGS))
+    variants: tuple[str, ...] | None = cfg_field(
+        None, help="query variants to draw from (null: all of the family's; with many_satisfier, single-answer "
+        "variants such as mediator 'all' are left out)")
+    many_satisfier: bool = cfg_field(False, help="keep only queries whose validity class has >= min_valid members "
+                                     "(families with one yes/no answer are exempt and say so in meta)")
+    min_valid: int = cfg_field(2, help="the many_satisfier threshold")
+    max_attempts: int = cfg_field(64, help="deterministic retries (within the item's rng) before an item is skipped")
+    max_candidates: int = cfg_field(12, help="set families skip queries with more candidate nodes than this "
+                                    "(validity-class enumeration is 2^candidates)")
+    max_class: int = cfg_field(10_000, help="enumeration cap for validity classes that can explode (cycles)")
+    extra: dict[str, Any] = cfg_field(help="family-specific settings (ate / knights)", default_factory=dict,
+                                      compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -90,6 +80,8 @@ class GenConfig:
         nn = self.n_nodes
         if _is_int(nn):
             nn = (nn, nn)
+        elif isinstance(nn, (list, tuple)) and len(nn) == 1:  # `--n_nodes 6`
+            nn = (nn[0], nn[0])
         if not (isinstance(nn, (list, tuple)) and len(nn) == 2 and all(_is_int(v) for v in nn)):
             raise ConfigError(f"field 'n_nodes' must be an int or a [min, max] pair of ints, got {self.n_nodes!r}")
         lo, hi = int(nn[0]), int(nn[1])
@@ -138,16 +130,7 @@ class GenConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "GenConfig":
-        if not isinstance(data, dict):
-            raise ConfigError(f"a generator config must be a mapping, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown generator config field(s): {', '.join(map(str, unknown))}; "
-                              f"known: {', '.join(sorted(known))}")
-        if "seed" not in data:
-            raise ConfigError("field 'seed' is required (generation is never silently random)")
-        return cls(**data)
+        return build(cls, data, "the generator config")
 
     def replace(self, **changes: Any) -> "GenConfig":
         return dataclasses.replace(self, **changes)
@@ -157,11 +140,11 @@ class GenConfig:
 class RunConfig:
     """A generation run: which tasks, how many items each, where to write, and the GenConfig."""
 
-    gen: GenConfig
-    tasks: tuple[str, ...] = ()
-    n: int = 0
-    out: str | None = None
-    level: str | None = None
+    gen: GenConfig = cfg_field(help="per-item parameters (the GenConfig keys of the same file)", key=False)
+    tasks: tuple[str, ...] = cfg_field((), help="task families to generate, or 'all'", aliases=("task",))
+    n: int = cfg_field(0, help="problems per task")
+    out: str | None = cfg_field(None, help="output directory")
+    level: str | None = cfg_field(None, help="rewrite each problem as L1 / L2 / L3 prose (calver.data_gen.text_levels)")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -174,30 +157,21 @@ class RunConfig:
             raise ConfigError(f"field 'level' must be one of {LEVELS}, got {self.level!r}")
 
 
+def parse_run(config: str | Path | None = None, args: Sequence[str] | Any = (),
+              overrides: dict[str, Any] | None = None) -> RunConfig:
+    """A :class:`RunConfig`: the YAML file ``config``, then ``--field value`` ``args`` (or a parsed
+    namespace), then the mapping ``overrides``; GenConfig and run keys share one flat namespace."""
+    gen, run = collect((GenConfig, RunConfig), config, args, overrides=overrides)
+    return build(RunConfig, run, str(config or "the run config"), gen=build(GenConfig, gen, "the generator config"))
+
+
 def run_config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Split a flat mapping into run keys and :class:`GenConfig` keys (unknown keys are errors)."""
     if not isinstance(data, dict):
         raise ConfigError(f"a generator config file must hold a mapping, got {type(data).__name__}")
-    data = dict(data)
-    run = {k: data.pop(k) for k in RUN_KEYS if k in data}
-    if "task" in run and "tasks" in run:
-        raise ConfigError("give either field 'task' or field 'tasks', not both")
-    tasks = run.pop("task", None) or run.pop("tasks", None) or ()
-    if tasks:
-        tasks = _as_tuple(tasks, "tasks")
-    return RunConfig(gen=GenConfig.from_dict(data), tasks=tuple(tasks), **run)
+    return parse_run(overrides=data)
 
 
 def load_config(path: str | Path) -> RunConfig:
     """Read a YAML run config with ``yaml.safe_load``."""
-    import yaml
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read generator config {path}: {e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"generator config {path} is not valid YAML: {e}") from None
-    return run_config_from_dict(data or {})
+    return parse_run(path)

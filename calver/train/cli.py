@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 TRAINERS = {
@@ -35,7 +36,7 @@ class _OverridesParser(argparse.ArgumentParser):
 def _run(args: argparse.Namespace) -> int:
     import importlib
 
-    from calver.train.common import ConfigError
+    from calver.config import ConfigError
 
     cfg_mod, cfg_fn, run_mod, run_fn, _ = TRAINERS[args.train_command]
     overrides = list(args.overrides or [])
@@ -44,8 +45,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         parsed = getattr(importlib.import_module(cfg_mod), cfg_fn)(args.config, overrides)
         run = getattr(importlib.import_module(run_mod), run_fn)(*parsed)
-    except ConfigError as e:
-        raise SystemExit(f"calver train {args.train_command}: {e}") from None
+    except ConfigError as e:  # exit status 2, like every calver command's config errors
+        print(f"calver train {args.train_command}: error: {e}", file=sys.stderr)
+        return 2
     summary: dict[str, Any] = {k: v for k, v in run.summary.items() if k not in ("step_times_s", "logged_metrics")}
     print(json.dumps(summary, indent=2, default=str))
     return 0

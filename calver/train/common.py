@@ -2,27 +2,32 @@
 
 Configs follow TRL's conventions: one YAML file whose keys are the fields of the entry point's
 dataclasses (a calver ``*ScriptArguments``, TRL's ``SFTConfig``/``GRPOConfig`` or transformers'
-``TrainingArguments``, and TRL's ``ModelConfig``), read with ``yaml.safe_load`` by ``trl.TrlParser``;
-``--field value`` arguments after the file override it. An unknown key is a :class:`ConfigError`
-naming the key (and the closest known one).
+``TrainingArguments``, and TRL's ``ModelConfig``), read with ``yaml.safe_load`` and parsed by
+``trl.TrlParser``; ``--field value`` arguments after the file override it. An unknown key is
+calver's one :class:`calver.config.ConfigError`, naming the key and the closest known one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
+
+from calver.config import ConfigError, check_config_keys, read_yaml
 
 SUMMARY_FILE = "calver_train_summary.json"
 
 
-class ConfigError(ValueError):
-    """A training config is invalid; the message names the offending field."""
+@dataclass
+class TrainRun:
+    """What a trainer entry point returns: the TRL trainer (for inspection) and the written summary."""
+
+    trainer: Any
+    summary: dict[str, Any]
 
 
 # ---- the calver part of every recipe ---------------------------------------------------------------
@@ -56,48 +61,35 @@ class BaseScriptArguments(ModeArguments):
     max_train_samples: int | None = field(default=None, metadata={"help": "truncate the training rows"})
 
 
-def _field_names(types: Sequence[type]) -> set[str]:
-    return {f.name for t in types for f in dataclasses.fields(t)}
-
-
-def check_config_keys(config: dict[str, Any], types: Sequence[type], source: str) -> None:
-    """Raise :class:`ConfigError` naming every key of ``config`` no dataclass in ``types`` declares."""
-    known = _field_names(types) | {"env"}
-    unknown = [k for k in config if k not in known]
-    if unknown:
-        hints = []
-        for k in unknown:
-            close = difflib.get_close_matches(str(k), sorted(known), n=1)
-            hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise ConfigError(f"unknown config field(s) in {source}: {', '.join(hints)}; fields come from "
-                          f"{', '.join(t.__name__ for t in types)}")
-
-
-def parse_config(types: Sequence[type], config: str | os.PathLike | None = None,
-                 overrides: Sequence[str] = ()) -> tuple[Any, ...]:
-    """Parse ``config`` (YAML) plus ``--field value`` overrides into instances of ``types`` with ``TrlParser``."""
-    import yaml
+def parse_config(types: Sequence[type], config: str | os.PathLike | None = None, overrides: Sequence[str] = (),
+                 values: Mapping[str, Any] | None = None) -> tuple[Any, ...]:
+    """Instances of ``types`` (with ``TrlParser``): the YAML ``config``, then typed ``values`` (Python callers
+    such as ``calver demo``), then ``--field value`` ``overrides``. Unknown keys and flags are
+    :class:`~calver.config.ConfigError` naming the closest field."""
     from trl import TrlParser
 
     args = list(overrides)
-    known = _field_names(types)
+    known = {f.name for t in types for f in dataclasses.fields(t)}
     flags = [a[2:].split("=", 1)[0] for a in args if a.startswith("--")]
     bad = [f for f in flags if f not in known and not (f.startswith("no_") and f[3:] in known)]
     if bad:
         check_config_keys(dict.fromkeys(bad), types, "the command-line overrides")
+    data: dict[str, Any] = {}
     if config is not None:
-        path = Path(config)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        data = yaml.safe_load(path.read_text())
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {path} must hold a YAML mapping, got {type(data).__name__}")
-        check_config_keys(data, types, str(path))
-        args = ["--config", str(path), *args]
+        data = read_yaml(config)
+        check_config_keys(data, types, str(config), extra=("env",))
+        env = data.pop("env", None) or {}
+        if not isinstance(env, dict):
+            raise ConfigError(f"field 'env' of {config} must be a mapping of variable: value")
+        os.environ.update({str(k): str(v) for k, v in env.items()})  # TrlParser's `env:` convention
+    if values:
+        check_config_keys(values, types, "the given values")
+        data.update(values)
     parser = TrlParser(list(types))
+    parser.set_defaults_with_config(**data)  # what TrlParser does with a --config file's mapping
     try:
         return tuple(parser.parse_args_and_config(args=args))
-    except ValueError as e:  # unknown --overrides end here, as do dataclass __post_init__ checks
+    except ValueError as e:  # dataclass __post_init__ checks end here
         msg = str(e)
         if "bf16" in msg and not cuda_available():
             msg += " (this recipe asks for bf16 on a machine without a GPU: override with '--bf16 false')"
@@ -192,7 +184,7 @@ def cuda_available() -> bool:
         import torch
 
         return torch.cuda.is_available()
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001  # pragma: no cover - a broken torch means no CUDA here
         return False
 
 
@@ -334,10 +326,8 @@ def split_config_arg(argv: Sequence[str] | None, config: str | None) -> tuple[st
     return config, args
 
 
-def finish_run(trainer, training_args, summary: dict[str, Any]):
+def finish_run(trainer, training_args, summary: dict[str, Any]) -> TrainRun:
     """Write the run summary (main process), close trackers and the process group, wrap up."""
-    from calver.train.sft import TrainRun
-
     if trainer.accelerator.is_main_process:
         write_summary(training_args.output_dir, summary)
     if hasattr(trainer, "end"):  # transformers >= 5.18: finish trackers (wandb) and the process group

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from calver.train.common import (
     ConfigError,
+    TrainRun,
     build_dataset,
     check_precision,
     cuda_available,
@@ -29,7 +30,6 @@ from calver.train.common import (
     finish_run,
 )
 from calver.train.rewards import VerifierReward
-from calver.train.sft import TrainRun
 
 logger = logging.getLogger(__name__)
 

@@ -1,28 +1,30 @@
 """``calver train prm``: a distilled process reward model that regresses the verifier's 0-6 score.
 
-Input: the problem's user text (``calver.infer.sample.user_text``, exactly what the infer ``prm``
-selector passes) rendered as a user turn with the chat template's generation prompt, then the
-candidate trace (left-truncated to ``max_length``). Label: ``score(trace, problem).total``.
+Input: :func:`calver.infer.selectors.scorers.prm_text` of the problem's user text
+(``calver.data_gen.prompts.user_text``, exactly what the infer ``prm`` selector passes) and the
+candidate trace: a user turn with the chat template's generation prompt, then the trace
+(left-truncated to ``max_length``). Label: ``score(trace, problem).total``.
 Model: ``AutoModelForSequenceClassification`` (num_labels=1, problem_type regression, pad token set)
 on a frozen base with a LoRA adapter of task type SEQ_CLS (PEFT trains and saves the ``score`` head
 with it). A transformers ``Trainer`` minimizes MSE, reports validation RMSE (and the RMSE of
 predicting the training mean) every epoch and keeps the best checkpoint.
 
 Output dir: the adapter (+ head), the tokenizer, ``calver_prm.json`` (base model, input format) and
-``calver_train_summary.json``. :func:`load_prm` / :class:`PRMScorer` load it for inference:
-``PRMScorer(path).score(problem_text, trace) -> float`` (on the 0-6 scale).
+``calver_train_summary.json``. Inference lives on the infer side:
+``calver.infer.selectors.load_prm(path).score(problem_text, trace) -> float`` (on the 0-6 scale).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from calver.infer.selectors.scorers import INPUT_FORMAT, PRM_META_FILE, load_seq_cls, prm_text
 from calver.train.common import (
     ConfigError,
+    TrainRun,
     check_precision,
     load_tokenizer,
     model_init_kwargs,
@@ -33,17 +35,13 @@ from calver.train.common import (
     trainable_parameter_count,
     write_summary,
 )
-from calver.train.sft import TrainRun
-
-PRM_META_FILE = "calver_prm.json"
-INPUT_FORMAT = "calver-prm/user-turn+trace/1"
 
 
 # ---- examples -----------------------------------------------------------------------------------
 def prm_examples(pool_paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """One example per pool candidate: ``problem_id``, ``problem_text``, ``trace``, ``label`` (0-6)."""
+    from calver.data_gen.prompts import user_text
     from calver.infer.pool import Pool
-    from calver.infer.sample import user_text
     from calver.verifier import score
 
     out: list[dict[str, Any]] = []
@@ -79,17 +77,6 @@ def split_by_problem(examples: list[dict[str, Any]], eval_fraction: float, seed:
     return [e for e in examples if e["problem_id"] not in held], [e for e in examples if e["problem_id"] in held]
 
 
-def prm_text(tokenizer, problem_text: str | None, trace: str) -> str:
-    """The PRM input string: a user turn + generation prompt (chat template when there is one), then the trace."""
-    if problem_text is None:
-        return trace
-    if getattr(tokenizer, "chat_template", None):
-        head = tokenizer.apply_chat_template([{"role": "user", "content": problem_text}], tokenize=False,
-                                             add_generation_prompt=True)
-        return head + trace
-    return f"{problem_text}\n\n{trace}"
-
-
 def _tokenize(tokenizer, examples: list[dict[str, Any]], max_length: int):
     from datasets import Dataset
 
@@ -115,15 +102,6 @@ def regression_metrics(train_mean: float):
 
 
 # ---- model --------------------------------------------------------------------------------------
-def _load_seq_cls(path: str, tokenizer, **kw):
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, problem_type="regression", **kw)
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.config.problem_type = "regression"
-    return model
-
-
 def build_prm_trainer(script_args, training_args, model_args, callbacks: Sequence[Any] = ()):
     """(Trainer, mode, info) for the distilled PRM; ``info`` holds split sizes and the mean baseline."""
     from peft import get_peft_model, prepare_model_for_kbit_training
@@ -146,7 +124,7 @@ def build_prm_trainer(script_args, training_args, model_args, callbacks: Sequenc
     q = quantization_config(model_args)
     if q is not None:
         kw["quantization_config"] = q
-    model = _load_seq_cls(base, tok, **kw)
+    model = load_seq_cls(base, tok, **kw)
     if mode != "full":
         if q is not None:
             model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=training_args.gradient_checkpointing)
@@ -204,58 +182,6 @@ def run_prm(script_args, training_args, model_args) -> TrainRun:
         }, indent=2))
         write_summary(out, summary)
     return TrainRun(trainer, summary)
-
-
-# ---- inference ----------------------------------------------------------------------------------
-class PRMScorer:
-    """A trained distilled PRM: ``score(problem_text, trace) -> float`` (predicted verifier total, 0-6 scale)."""
-
-    def __init__(self, path: str | Path, *, base_model: str | None = None, device: str | None = None,
-                 batch_size: int = 8, max_length: int | None = None) -> None:
-        import torch
-
-        self.path = Path(path)
-        meta_path = self.path / PRM_META_FILE
-        if not meta_path.exists():
-            raise FileNotFoundError(f"{self.path} has no {PRM_META_FILE}: not a PRM written by `calver train prm`")
-        self.meta = json.loads(meta_path.read_text())
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        trust = bool(self.meta.get("trust_remote_code", False))
-        self.tok = load_tokenizer(str(self.path), trust)
-        self.tok.truncation_side = "left"
-        dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
-        if self.meta.get("mode") == "full":
-            model = _load_seq_cls(str(self.path), self.tok, dtype=dtype, trust_remote_code=trust)
-        else:
-            from peft import PeftModel
-
-            base = base_model or self.meta["base_model"]
-            model = _load_seq_cls(base, self.tok, dtype=dtype, trust_remote_code=trust)
-            model = PeftModel.from_pretrained(model, str(self.path)).merge_and_unload()
-        self.model = model.to(self.device).eval()
-        self.max_length = int(max_length or self.meta.get("max_length", 2048))
-        self.batch_size = batch_size
-
-    def score_many(self, pairs: Sequence[tuple[str | None, str]]) -> list[float]:
-        import torch
-
-        texts = [prm_text(self.tok, p, t) for p, t in pairs]
-        out: list[float] = []
-        for i in range(0, len(texts), self.batch_size):
-            enc = self.tok(texts[i : i + self.batch_size], return_tensors="pt", padding=True, truncation=True,
-                           max_length=self.max_length, add_special_tokens=False).to(self.device)
-            with torch.inference_mode():
-                logits = self.model(**enc).logits.float()
-            out += [float(x) for x in logits[:, 0].tolist()]
-        return [x if math.isfinite(x) else float("-inf") for x in out]
-
-    def score(self, problem_text: str, trace: str) -> float:
-        return self.score_many([(problem_text, trace)])[0]
-
-
-def load_prm(path: str | Path, **kwargs: Any) -> PRMScorer:
-    """What ``calver.infer.selectors.neural.load_prm`` calls: a :class:`PRMScorer` for ``path``."""
-    return PRMScorer(path, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None, config: str | None = None) -> TrainRun:

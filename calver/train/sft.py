@@ -9,10 +9,10 @@ trainable parameters, per-step wall times, last logged loss).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from calver.train.common import (
+    TrainRun,
     build_dataset,
     check_precision,
     model_init_kwargs,
@@ -27,14 +27,6 @@ from calver.train.common import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainRun:
-    """What a trainer entry point returns: the TRL trainer (for inspection) and the written summary."""
-
-    trainer: Any
-    summary: dict[str, Any]
 
 
 def build_sft_trainer(script_args, training_args, model_args, callbacks: Sequence[Any] = ()):

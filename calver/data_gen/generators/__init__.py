@@ -10,11 +10,13 @@ infer firewall strips ``meta`` before selection).
 
 ``canonical_trace(problem)`` writes a six-slot trace for a valid answer drawn at random (seeded by
 the problem id) from the class, so SFT data does not teach one canonical answer.
+
+A family module registers its generator with :func:`register_generator` (a :class:`FamilySpec` for
+the generic graph loop above, or its own item function); :data:`GENERATORS` is the one table.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from typing import Any, Callable, Iterator
 
@@ -23,10 +25,10 @@ from calver.data_gen import graphs as G
 from calver.data_gen.gen_config import ConfigError, GenConfig
 from calver.data_gen.generators.families import (
     QUERIES_PER_GRAPH,
-    SINGLE_ANSWER_VARIANTS,
     SPECS,
     FamilySpec,
     choose_class,
+    plain_graph,
     task_variants,
 )
 from calver.data_gen.names import node_names
@@ -38,7 +40,8 @@ from calver.verifier.tasks.paths import TooLargeToGrade
 __all__ = [
     "GENERATORS", "SPECS", "FamilySpec", "ConfigError", "GenConfig", "available_tasks", "canonical_answer",
     "canonical_trace", "class_from_json", "class_to_json", "generate", "generate_item", "get_generator",
-    "item_rng", "iter_generate", "validity_class", "validity_objects",
+    "item_rng", "iter_generate", "plain_graph", "register_generator", "unregister_generator", "validity_class",
+    "validity_objects",
 ]
 
 Generator = Callable[[int, GenConfig], "Problem | None"]
@@ -53,36 +56,21 @@ def validity_class(task: str, g: Any, query: dict[str, Any], limit: int | None =
     """The validity class of a normalized ``query`` on ``g``: the family's own enumeration
     (``family.validity_class``; node-set families test each subset with their boolean
     ``is_base_valid`` primitive, no feedback sentence built)."""
+    return get_family(task).validity_class(g, query, limit=limit)
+
+
+# ---- validity classes as JSON (each family's own object_to_json / object_from_json) ------------
+def class_to_json(task: str, objs: list[Any]) -> list[Any]:
+    """Validity-class members as JSON (``meta.validity_class``): sets sorted, tuples as lists."""
     fam = get_family(task)
-    return fam.validity_class(g, query, limit=limit) if limit is not None else fam.validity_class(g, query)
-
-
-# ---- validity classes as JSON --------------------------------------------------------------
-def class_to_json(objs: list[Any]) -> list[Any]:
-    out = []
-    for o in objs:
-        if isinstance(o, (set, frozenset)):
-            out.append(sorted(o))
-        elif isinstance(o, tuple):
-            out.append([list(v) if isinstance(v, tuple) else v for v in o])
-        else:
-            out.append(o)
-    return out
-
-
-def _tuplify(x: Any) -> Any:
-    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
+    return [fam.object_to_json(o) for o in objs]
 
 
 def class_from_json(task: str, items: list[Any]) -> list[Any]:
     """Validity-class members as the family's answer objects (inverse of :func:`class_to_json`):
     sets for set families, (nested) tuples for paths and cycles."""
-    kind = get_family(task).answer_type
-    if kind == "set":
-        return [frozenset(i) for i in items]
-    if kind == "path":
-        return [_tuplify(i) for i in items]
-    return list(items)
+    fam = get_family(task)
+    return [fam.object_from_json(i) for i in items]
 
 
 def validity_objects(problem: Problem) -> list[Any]:
@@ -92,17 +80,17 @@ def validity_objects(problem: Problem) -> list[Any]:
 
 
 # ---- the generic item loop -----------------------------------------------------------------
-def _generate_graph_item(task: str, idx: int, cfg: GenConfig) -> Problem | None:
-    spec = SPECS[task]
+def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) -> Problem | None:
     fam = get_family(task)
     rng = item_rng(task, cfg.seed, idx)
     variants = task_variants(task, cfg)
-    applicable = fam.answer_type in ("set", "path") and not all((task, v) in SINGLE_ANSWER_VARIANTS for v in variants)
+    # many_satisfier applies where a query may have several valid objects under some drawn variant
+    applicable = fam.many_answers and not all(v in fam.single_answer_variants for v in variants)
     need = cfg.min_valid if (cfg.many_satisfier and applicable) else 1
-    limit = cfg.max_class if fam.answer_type == "path" else None  # path/cycle classes can explode
+    limit = cfg.max_class if fam.large_class else None
     for attempt in range(1, cfg.max_attempts + 1):
         n = rng.randint(*cfg.n_nodes)
-        kind = choose_class(task, cfg, rng)
+        kind = choose_class(task, cfg, rng, spec.default_class)
         variant = rng.choice(variants)
         built = spec.build(rng, cfg, n, kind)
         if built is None:
@@ -127,7 +115,7 @@ def _generate_graph_item(task: str, idx: int, cfg: GenConfig) -> Problem | None:
             encoding = cfg.encoding[0] if len(cfg.encoding) == 1 else rng.choice(cfg.encoding)
             pid = f"{task}-{cfg.seed}-{idx}"
             meta = {
-                "validity_class": class_to_json(objs),
+                "validity_class": class_to_json(task, objs),
                 "n_valid": len(objs),
                 "validity_class_truncated": truncated,
                 "many_satisfier": (len(objs) >= cfg.min_valid) if applicable else None,
@@ -148,20 +136,23 @@ def generator_meta(task: str, idx: int, cfg: GenConfig, attempt: int | None = No
     return out
 
 
-def _graph_generator(task: str) -> Generator:
+# ---- the one generator registry --------------------------------------------------------------
+GENERATORS: dict[str, Generator] = {}  # task -> item generator (register_generator fills it)
+
+
+def _graph_generator(task: str, spec: FamilySpec) -> Generator:
     def gen(idx: int, cfg: GenConfig) -> Problem | None:
-        return _generate_graph_item(task, idx, cfg)
+        return _generate_graph_item(task, spec, idx, cfg)
 
     gen.__name__ = f"generate_{task}"
     gen.__doc__ = f"Item ``idx`` of task {task!r} under ``cfg`` (None if every attempt failed)."
     return gen
 
 
-GENERATORS: dict[str, Generator] = {task: _graph_generator(task) for task in SPECS}
+def _item_generator(task: str, make: Callable[[int, GenConfig], "Problem | None"]) -> Generator:
+    """``make``'s problems completed: id and source id, generator provenance, and the validity class
+    (enumerated by the family when ``make`` stored none)."""
 
-
-# ---- families generated elsewhere (imported lazily) -----------------------------------------
-def _wrap_external(task: str, make: Callable[[int, GenConfig], Problem]) -> Generator:
     def gen(idx: int, cfg: GenConfig) -> Problem | None:
         p = make(idx, cfg)
         if p is None:
@@ -179,7 +170,7 @@ def _wrap_external(task: str, make: Callable[[int, GenConfig], Problem]) -> Gene
             except NotImplementedError:
                 objs = None
             if objs is not None:
-                meta["validity_class"] = class_to_json(objs)
+                meta["validity_class"] = class_to_json(task, objs)
         if "validity_class" in meta:
             meta.setdefault("n_valid", len(meta["validity_class"]))
         if "generator" in meta and not isinstance(meta["generator"], dict):
@@ -192,8 +183,36 @@ def _wrap_external(task: str, make: Callable[[int, GenConfig], Problem]) -> Gene
     return gen
 
 
+def register_generator(task: str, source: "FamilySpec | Callable[[int, GenConfig], Problem | None]", *,
+                       replace: bool = False) -> Generator:
+    """Register the generator of ``task`` (a registered task family); returns it.
+
+    ``source`` is a :class:`FamilySpec` (the generic graph loop: seeded graph draws, query proposals,
+    the family's validity class, many_satisfier, the class cap) or a callable ``(idx, cfg) -> Problem
+    | None`` whose problems get ids, provenance and the validity class filled in. A task registered
+    twice is an error unless ``replace``."""
+    if task in GENERATORS and not replace:
+        raise ValueError(f"task {task!r} already has a generator (pass replace=True to swap it)")
+    if isinstance(source, FamilySpec):
+        gen = _graph_generator(task, source)
+    elif callable(source):
+        gen = _item_generator(task, source)
+    else:
+        raise TypeError(f"a generator is a FamilySpec or a callable (idx, cfg), not {type(source).__name__}")
+    GENERATORS[task] = gen
+    return gen
+
+
+def unregister_generator(task: str) -> None:
+    """Remove ``task``'s generator (tests that register a temporary family); KeyError if absent."""
+    try:
+        del GENERATORS[task]
+    except KeyError:
+        raise KeyError(f"no generator for task {task!r}") from None
+
+
 def _ate(idx: int, cfg: GenConfig) -> Problem:
-    from calver.data_gen.ate import generate_ate
+    from calver.data_gen.ate import generate_ate  # imported on first use: import calver.data_gen stays cheap
 
     opts = dict(cfg.extra.get("ate_threshold", {}))
     opts.setdefault("n_nodes", item_rng("ate_threshold", cfg.seed, idx).randint(*cfg.n_nodes))
@@ -210,35 +229,18 @@ def _kk(idx: int, cfg: GenConfig) -> Problem:
     return generate_kk(n_people, idx, cfg.seed, **opts)
 
 
-EXTERNAL: dict[str, tuple[str, Callable[[int, GenConfig], Problem]]] = {
-    "ate_threshold": ("calver.data_gen.ate", _ate),
-    "knights_knaves": ("calver.data_gen.knights", _kk),
-}
-
-
-def _load_external() -> None:
-    from calver.verifier.registry import families
-
-    registered = families()
-    for task, (module, make) in EXTERNAL.items():
-        if task in GENERATORS or task not in registered:
-            continue
-        try:
-            if importlib.util.find_spec(module) is None:
-                continue
-        except ImportError:
-            continue
-        GENERATORS[task] = _wrap_external(task, make)
+for _task, _spec in SPECS.items():
+    register_generator(_task, _spec)
+register_generator("ate_threshold", _ate)
+register_generator("knights_knaves", _kk)
 
 
 def available_tasks() -> list[str]:
-    """Tasks with a generator: the built-in graph families plus ATE / K&K when they are present."""
-    _load_external()
+    """Tasks with a registered generator."""
     return sorted(GENERATORS)
 
 
 def get_generator(task: str) -> Generator:
-    _load_external()
     try:
         return GENERATORS[task]
     except KeyError:
@@ -251,9 +253,7 @@ def generate_item(task: str, idx: int, cfg: GenConfig) -> Problem | None:
 
 def iter_generate(task: str, n: int, cfg: GenConfig, start: int = 0) -> Iterator[Problem]:
     """Items ``start, start+1, ...`` (skipping any whose attempts all failed) until ``n`` are out."""
-    gen = get_generator(task)
-    if task in SPECS:
-        task_variants(task, cfg)  # fail fast on a bad 'variants'
+    gen = get_generator(task)  # a graph generator raises ConfigError on a bad 'variants' at its first item
     made, idx, misses = 0, start, 0
     while made < n:
         p = gen(idx, cfg)

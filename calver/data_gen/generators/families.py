@@ -19,21 +19,14 @@ from calver.verifier.graph import CausalGraph
 from calver.verifier.registry import get_family
 
 QUERIES_PER_GRAPH = 4  # queries tried on one drawn graph before drawing another
-SINGLE_ANSWER_VARIANTS = {("mediator", "all")}  # validity class is always one set
 
 
-def _default_class(task: str, cfg: GenConfig) -> str:
-    if task == "cycle_witness":
-        return "directed"
-    if task == "frontdoor_set":
-        return "ADMG"
-    return "ADMG" if cfg.latent > 0 else "DAG"
-
-
-def choose_class(task: str, cfg: GenConfig, rng: random.Random) -> str:
+def choose_class(task: str, cfg: GenConfig, rng: random.Random, default: str | None = None) -> str:
+    """The graph class of one attempt: one of ``cfg.graph_class`` the family takes, else ``default``
+    (the spec's), else ADMG when latents are asked for and DAG otherwise."""
     allowed = [c.value for c in get_family(task).graph_classes]
     if cfg.graph_class is None:
-        return _default_class(task, cfg)
+        return default or ("ADMG" if cfg.latent > 0 else "DAG")
     usable = [c for c in cfg.graph_class if c in allowed]
     if not usable:
         raise ConfigError(f"field 'graph_class': task {task!r} takes {allowed}, got {list(cfg.graph_class)}")
@@ -50,11 +43,12 @@ def task_variants(task: str, cfg: GenConfig) -> tuple[str, ...]:
         return usable
     out = tuple(fam.variants)
     if cfg.many_satisfier:
-        out = tuple(v for v in out if (task, v) not in SINGLE_ANSWER_VARIANTS) or out
+        out = tuple(v for v in out if v not in fam.single_answer_variants) or out
     return out
 
 
-def _plain(rng, cfg, n, kind) -> tuple[G.Skeleton, dict]:
+def plain_graph(rng: random.Random, cfg: GenConfig, n: int, kind: str) -> tuple[G.Skeleton, dict]:
+    """``build`` for a family that needs no planted structure: a random graph of class ``kind``."""
     return G.random_skeleton(rng, n, cfg.density, kind, cfg.latent), {}
 
 
@@ -236,18 +230,24 @@ def _q_backdoor_path(rng, g, planted, variant, cfg) -> Iterator[dict]:
 
 @dataclass(frozen=True)
 class FamilySpec:
-    build: Callable[..., tuple[G.Skeleton, dict]]
+    """How the generic graph generator draws one family's items: ``build`` and ``propose`` as in the
+    module doc; ``default_class``: the graph class when the config names none (None: ADMG with
+    latents, else DAG)."""
+
+    build: Callable[..., tuple[G.Skeleton, dict] | None]
     propose: Callable[..., Iterator[dict]]
+    default_class: str | None = None
 
 
+# The built-in graph families (registered by calver.data_gen.generators).
 SPECS: dict[str, FamilySpec] = {
-    "backdoor_set": FamilySpec(_plain, _q_backdoor),
-    "frontdoor_set": FamilySpec(_frontdoor, _q_frontdoor),
-    "separation_set": FamilySpec(_plain, _q_separation),
-    "blocking_set": FamilySpec(_plain, _q_blocking),
-    "cycle_witness": FamilySpec(_cycle, _q_cycle),
+    "backdoor_set": FamilySpec(plain_graph, _q_backdoor),
+    "frontdoor_set": FamilySpec(_frontdoor, _q_frontdoor, default_class="ADMG"),
+    "separation_set": FamilySpec(plain_graph, _q_separation),
+    "blocking_set": FamilySpec(plain_graph, _q_blocking),
+    "cycle_witness": FamilySpec(_cycle, _q_cycle, default_class="directed"),
     "mediator": FamilySpec(_mediator, _q_mediator),
-    "intervention_reachability": FamilySpec(_plain, _q_intervention),
-    "path": FamilySpec(_plain, _q_path),
-    "backdoor_path": FamilySpec(_plain, _q_backdoor_path),
+    "intervention_reachability": FamilySpec(plain_graph, _q_intervention),
+    "path": FamilySpec(plain_graph, _q_path),
+    "backdoor_path": FamilySpec(plain_graph, _q_backdoor_path),
 }
