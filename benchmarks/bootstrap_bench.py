@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from calver.infer.evaluation.bootstrap import paired_diff_ci, reference_paired_diff
+from calver.evaluation.bootstrap import paired_diff_ci, reference_paired_diff
 
 
 def _time(fn, repeat: int) -> tuple[float, dict]:

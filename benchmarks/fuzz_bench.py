@@ -4,7 +4,8 @@ The corpus is canonical traces for every registered family (generator problems, 
 re-rendered in json/dot/graphml/matrix/prose/clear, L1 constructed-mode problems); each case picks
 a family uniformly, one of its traces, and stacks 1-3 of the audit's mutation operators (or is pure
 random input, ~10%, or the trace unchanged, ~2%). Operators and corpus live in
-``tests/fuzz_corpus.py`` (shared with ``tests/test_verifier_fuzz.py``).
+``tests/fuzz_corpus.py`` (the CI-gated ``tests/test_verifier_fuzz.py`` uses them too); this script
+loads that one file by path (no ``sys.path`` change; it imports nothing else from the tests).
 
 Per call it measures CPU time (``time.process_time``) with the verifier's memos warm, as in a GRPO
 run scoring many samples per problem (the test measures cold calls), under a SIGALRM watchdog
@@ -20,6 +21,7 @@ than ``ProblemError`` (none is expected: the problems are well formed), or a res
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing as mp
 import random
 import sys
@@ -29,6 +31,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _STATE: dict = {}  # the corpus, built in the parent and inherited by forked workers
+
+
+def _fuzz_corpus():
+    """``tests/fuzz_corpus.py``, loaded from its file (registered in ``sys.modules`` so forked workers
+    and pickling see one module)."""
+    if "fuzz_corpus" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("fuzz_corpus", ROOT / "tests" / "fuzz_corpus.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["fuzz_corpus"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["fuzz_corpus"]
 
 
 def _init_worker(mem_mb: int) -> None:
@@ -41,7 +54,7 @@ def _init_worker(mem_mb: int) -> None:
 
 
 def _run_chunk(args: tuple[int, int, int, float, float]) -> dict:
-    import fuzz_corpus as fc
+    fc = _fuzz_corpus()
     from calver.verifier import ProblemError, score
 
     chunk, size, seed, limit_s, slow_s = args
@@ -50,13 +63,17 @@ def _run_chunk(args: tuple[int, int, int, float, float]) -> dict:
     rng = random.Random(f"fuzz-bench/{seed}/{chunk}")
     cpu0 = time.process_time()
     times: dict[str, list[float]] = {f: [] for f in fams}
-    crashes, hangs, perr = Counter(), Counter(), Counter()
+    crashes, hangs, perr, mutator_errors = Counter(), Counter(), Counter(), Counter()
     op_stats: dict[str, list[int]] = {}  # op -> [traces, crashes, hangs, slow]
     examples: list[tuple] = []
     for _ in range(size):
         fam = rng.choice(fams)
         item = rng.choice(by_family[fam])
-        ops, text = fc.fuzz_case(rng, item.trace, pool)
+        try:
+            ops, text = fc.fuzz_case(rng, item.trace, pool)
+        except Exception as e:  # noqa: BLE001 - a mutator bug is the harness's, not the verifier's: count it
+            mutator_errors[f"{type(e).__name__}: {str(e)[:80]}"] += 1
+            continue
         crash = hang = None
         t0 = time.process_time()
         try:
@@ -87,7 +104,7 @@ def _run_chunk(args: tuple[int, int, int, float, float]) -> dict:
         if (crash and len(examples) < 8) or (hang and sum(e[3].startswith("hang") for e in examples) < 2):
             examples.append((fam, item.label, "+".join(ops), crash or f"hang ({hang})", repr(text[:160])))
     return {"cpu": time.process_time() - cpu0, "times": times, "crashes": crashes, "hangs": hangs,
-            "problem_errors": perr, "ops": op_stats, "examples": examples}
+            "problem_errors": perr, "ops": op_stats, "examples": examples, "mutator_errors": mutator_errors}
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -95,7 +112,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import fuzz_corpus as fc
+    fc = _fuzz_corpus()
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10**6, help="mutated traces to score (default 1,000,000)")
@@ -120,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(i, min(a.chunk, a.n - i * a.chunk), a.seed, a.watchdog, a.slow_ms / 1000)
             for i in range((a.n + a.chunk - 1) // a.chunk)]
     times: dict[str, list[float]] = {f: [] for f in by_family}
-    crashes, hangs, perr, ops, examples = Counter(), Counter(), Counter(), {}, []
+    crashes, hangs, perr, ops, examples, merr = Counter(), Counter(), Counter(), {}, [], Counter()
     done, next_report, t_run, cpu = 0, a.n / 10, time.perf_counter(), [0.0]
 
     def absorb(r: dict) -> None:
@@ -132,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         crashes.update(r["crashes"])
         hangs.update(r["hangs"])
         perr.update(r["problem_errors"])
+        merr.update(r["mutator_errors"])
         for op, s in r["ops"].items():
             acc = ops.setdefault(op, [0, 0, 0, 0])
             for k in range(4):
@@ -179,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{op:<22} {n:>9,} {c:>8} {h:>6} {s:>8}")
     if perr:
         print(f"\nProblemError on generated problems (a generator or loader bug): {dict(perr)}")
+    if merr:
+        print(f"\nmutator errors (harness bugs; those cases were skipped): {dict(merr)}")
     if examples:
         print("\nfirst crashes / hangs (family, item, operators, error, input head):")
         for ex in examples:
@@ -194,5 +214,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # calver from this checkout; the shared operators
     sys.exit(main())

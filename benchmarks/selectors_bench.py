@@ -16,13 +16,9 @@ import random
 import sys
 import time
 from itertools import combinations
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from calver.infer.firewall import SelectorView, strip_problem  # noqa: E402
-from calver.infer.pool import Pool  # noqa: E402
-from calver.verifier import CausalGraph, Problem, get_family  # noqa: E402
+from calver.infer.firewall import SelectorView, strip_problem
+from calver.verifier import CausalGraph, Problem, get_family
 
 TASKS = ("backdoor_set", "separation_set", "mediator", "frontdoor_set")
 
@@ -104,21 +100,6 @@ def synthetic_units(n_units: int = 1111, k: int = 8, seed: int = 0, n_seeds: int
                     texts.append(damage(fam.canonical_trace(p, rng.choice(valid)), rng))
             out.append((p, s, texts))
     return out[:n_units]
-
-
-def write_pool(root: str | Path, units, k: int) -> Pool:
-    """A pool directory (manifest, problems, candidates) holding ``units``; not frozen."""
-    pool = Pool(root)
-    probs = {p.id: p for p, _, _ in units}
-    pool.write_manifest({"schema": "calver-pool/1", "sampling": {"k": k}, "seeds": sorted({s for _, s, _ in units}),
-                         "model": {"id": "synthetic"}, "selector_context": {}})
-    pool.write_problems(probs.values())
-    pool.append_candidates(
-        {"problem_id": p.id, "source_id": p.source_id, "seed": s, "candidate_index": i, "text": t,
-         "finish_reason": "stop", "num_tokens": len(t.split()), "mean_logprob": -1.0}
-        for p, s, texts in units for i, t in enumerate(texts)
-    )
-    return pool
 
 
 def fresh_views(units) -> list[SelectorView]:

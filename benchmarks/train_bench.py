@@ -13,17 +13,37 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+import random
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def toy_pool(root: Path, n_problems: int = 24, k: int = 6, seed: int = 0) -> Path:
+    """A PRM training pool: each candidate is a canonical (score-6) trace cut after a random number of
+    lines, so labels span 0-6 (the same construction as tests/test_train_prm.py)."""
+    from calver.data_gen import GenConfig, canonical_trace, generate
+    from calver.infer.pool import Pool
+
+    rng = random.Random(seed)
+    probs = generate("backdoor_set", n_problems, GenConfig(seed=seed, n_nodes=(4, 5)))
+    pool = Pool(root)
+    pool.write_manifest({"sampling": {"k": k}, "toy": "truncated canonical traces"})
+    pool.write_problems(probs)
+    rows = []
+    for p in probs:
+        lines = canonical_trace(p).splitlines()
+        for j in range(k):
+            rows.append({"problem_id": p.id, "source_id": p.source_id, "seed": 0, "candidate_index": j,
+                         "text": "\n".join(lines[: rng.randint(0, len(lines))]), "finish_reason": "stop",
+                         "num_tokens": 0, "mean_logprob": None})
+    pool.append_candidates(rows)
+    return root
 
 
 def _times(summary: dict) -> dict:
@@ -73,8 +93,6 @@ def main() -> None:
                           "reward_mean": [h.get("reward") for h in s["logged_metrics"]],
                           "unscorable": s["reward_stats"]["unscorable"], "wall_s": time.perf_counter() - t0}
     if "prm" in only:
-        from test_train_prm import toy_pool
-
         from calver.train.prm import run_prm
         from calver.train.prm_config import load_prm_config
 

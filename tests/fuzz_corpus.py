@@ -188,9 +188,10 @@ def op_delete_chars(rng, t, pool):
 
 
 def op_replace_chars(rng, t, pool):
-    words = list(_HEADER_WORD.finditer(t[:200_000]))[:40]
     for _ in range(rng.randint(1, 4)):
-        if words and rng.random() < 0.5:  # a case-fold special inside a header word
+        # re-found each round: an earlier replacement may have shortened the text
+        words = list(_HEADER_WORD.finditer(t[:200_000]))[:40] if rng.random() < 0.5 else []
+        if words:  # a case-fold special inside a header word
             m = rng.choice(words)
             i = rng.randrange(m.start(), m.end())
             t = t[:i] + rng.choice(LOOKALIKES.get(t[i].upper(), "") + "".join(CASEFOLD)) + t[i + 1:]

@@ -10,8 +10,8 @@ import pytest
 
 from calver.data_gen.generators import GenConfig, available_tasks, canonical_trace, generate
 from calver.data_gen.text_levels import constructed_problems
+from calver.evaluation.audit_judges import VARIANTS, acceptance_table, make_variants, score_items, verifier_matches
 from calver.infer.firewall import strip_problem
-from calver.infer.refine.audit_judges import VARIANTS, acceptance_table, make_variants, score_items, verifier_matches
 from calver.verifier import SLOTS, get_family, score
 
 B = {s: i for i, s in enumerate(SLOTS)}
@@ -75,7 +75,7 @@ def test_verifier_expected_row_by_construction():
 def test_audit_judges_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
     from calver.cli import main
-    from calver.infer.refine.cli import demo_problems, sample_pool
+    from calver.infer.refine.small_pools import demo_problems, sample_pool
 
     pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir, k=2, max_tokens=12)
     out = tmp_path / "audit"

@@ -1,4 +1,4 @@
-"""CLEAR adapter: coverage of the shared sample, listed answers grade valid, synthetic phrasings."""
+"""CLEAR adapter: coverage of the vendored sample (tests/data), listed answers grade valid, synthetic phrasings."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ import pytest
 from calver.data_gen.clear import add_clear_command, load_clear, load_clear_with_stats, map_question
 from calver.verifier import grade
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO.parent / "shared" / "data" / "clear-sample.jsonl"
-
-needs_sample = pytest.mark.skipif(not SAMPLE.is_file(), reason=f"CLEAR sample not found at {SAMPLE}")
+SAMPLE = Path(__file__).parent / "data" / "clear-sample.jsonl"  # vendored with its license (tests/data/README.md)
 
 
 def _obj(p, a):
@@ -22,7 +19,6 @@ def _obj(p, a):
     return tuple(a) if p.task == "cycle_witness" else frozenset(a)
 
 
-@needs_sample
 def test_sample_coverage_per_task_type():
     problems, stats = load_clear_with_stats(SAMPLE)
     report = stats.to_dict()
@@ -36,7 +32,6 @@ def test_sample_coverage_per_task_type():
                                           "cycle_witness", "path", "backdoor_path"}
 
 
-@needs_sample
 def test_every_listed_answer_grades_valid():
     problems = load_clear(SAMPLE)
     n = 0
@@ -49,7 +44,6 @@ def test_every_listed_answer_grades_valid():
     assert n > 150
 
 
-@needs_sample
 def test_find_one_lists_are_the_validity_class():
     """For plain "Find one valid ..." items CLEAR lists every valid set: compare with the family."""
     for p in load_clear(SAMPLE):
@@ -61,7 +55,6 @@ def test_find_one_lists_are_the_validity_class():
             p.family.canonical_answer_key(v) for v in valid}, p.id
 
 
-@needs_sample
 def test_problem_fields_keep_the_item():
     p = load_clear(SAMPLE)[0]
     item = json.loads(SAMPLE.read_text().splitlines()[0])
@@ -129,7 +122,6 @@ def test_map_question_reads_groups():
     assert map_question("What is the capital of France?") is None
 
 
-@needs_sample
 def test_cli(tmp_path):
     import argparse
 

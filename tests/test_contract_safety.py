@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from calver.evaluation.audits import replace_slot
 from calver.verifier import Problem, grade, score, select, select_from_scores
 from calver.verifier import contract
 from calver.verifier.contract import SLOT_ALIASES, SLOTS, parse_call, parse_kv, slot_spans, split_slots
-from verifier_helpers import replace_slot
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = Problem.from_dict(json.loads((ROOT / "docs/examples/backdoor_problem.json").read_text()))
@@ -366,8 +366,8 @@ def test_tie_audit_rules_keep_their_meaning():
 
 
 def test_every_calver_implementation_breaks_ties_the_same_way():
-    from calver.infer.evaluation.metrics import BUILTIN_SELECTORS, TIE_AUDIT
-    from calver.infer.evaluation.table import unit_facts
+    from calver.evaluation.metrics import BUILTIN_SELECTORS, TIE_AUDIT
+    from calver.evaluation.units import unit_facts
     from calver.infer.firewall import SelectorView, strip_problem
     from calver.infer.refine.refine import Cand, calver_pick
     from calver.infer.selectors import SELECTORS

@@ -80,7 +80,7 @@ def test_cli_gen(tmp_path, capsys):
 
     out = tmp_path / "ds"
     rc = main(["gen", "--task", "mediator", "--task", "blocking_set", "--n", "4", "--seed", "3",
-               "--encoding", "json", "dot", "--n-nodes", "5-7", "--out", str(out)])
+               "--encoding", "json", "dot", "--n_nodes", "5", "7", "--out", str(out)])
     assert rc == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tasks"] == {"blocking_set": 4, "mediator": 4}

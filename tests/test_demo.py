@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from testing_utils import require_full_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,6 +41,7 @@ def test_demo_problems_are_held_out():
 
 
 @pytest.mark.slow
+@require_full_stack
 def test_quick_demo_end_to_end(tmp_path):
     from calver.infer.pool import Pool
     from calver.verifier import score

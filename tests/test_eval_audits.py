@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from calver.infer.evaluation.audit_runs import audit_summary, graph_ladder, strict_ate_audit
-from calver.infer.evaluation.audits import (
+from calver.evaluation.audit_runs import audit_summary, graph_ladder, strict_ate_audit
+from calver.evaluation.audits import (
     LADDER,
     corrupt_graph,
     damage_witness,
@@ -16,8 +16,8 @@ from calver.infer.evaluation.audits import (
     replace_slot,
     swap_answer,
 )
-from calver.infer.evaluation.synthetic import backdoor_problem, build_pool, trace_for
-from calver.infer.evaluation.table import load_units
+from calver.evaluation.synthetic import backdoor_problem, build_pool, trace_for
+from calver.evaluation.units import load_units
 from calver.verifier import Problem, get_family, grade, parse_graph, score
 
 
@@ -192,7 +192,7 @@ def test_ate_pool_audits_rename_and_ladder_skip(tmp_path):
 def test_answer_swap_on_path_valued_tasks_scores_exactly_3(task):
     import random as _random
 
-    from verifier_helpers import sample_problem
+    from fixtures import sample_problem
 
     from calver.verifier import get_family, score
 

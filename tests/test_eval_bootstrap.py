@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from calver.infer.evaluation.bootstrap import (
+from calver.evaluation.bootstrap import (
     bootstrap_means,
     cluster_codes,
     count_matrix,

@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from calver.infer.evaluation.metrics import (
+from calver.evaluation.metrics import (
     auroc,
     calibration,
     calver_index,
@@ -17,8 +17,8 @@ from calver.infer.evaluation.metrics import (
     repair_decomposition,
     selected_correct,
 )
-from calver.infer.evaluation.scaling import k_curve
-from calver.infer.evaluation.table import from_arrays
+from calver.evaluation.scaling import k_curve
+from calver.evaluation.units import from_arrays
 
 
 def test_plurality_earliest_first_occurrence_tie_rule():
@@ -49,8 +49,8 @@ def test_accuracy_and_coverage():
 
 
 def test_out_of_pool_selection_is_graded_on_its_answer():
-    from calver.infer.evaluation.synthetic import backdoor_problem, trace_for
-    from calver.infer.evaluation.table import unit_facts
+    from calver.evaluation.synthetic import backdoor_problem, trace_for
+    from calver.evaluation.units import unit_facts
     from calver.infer.selectors import Selection
 
     p = backdoor_problem()
@@ -61,13 +61,6 @@ def test_out_of_pool_selection_is_graded_on_its_answer():
     assert selected_correct([u], [Selection(-1, (0.0, 0.0), None)]).tolist() == [0.0]  # nothing returned
     assert selected_correct([u], [{"index": -1, "answer": "{U, P}"}]).tolist() == [1.0]  # a stored row
     assert selected_correct([u], [-1]).tolist() == [0.0]  # a bare -1 carries no answer
-
-
-def test_plurality_is_the_selectors_rule():
-    from calver.infer.selectors import plurality
-
-    for keys in (["a", "b", "b", "a"], ["c", "a", "b", "b", "a"], [None, None, "x"], [None, None], ["x"]):
-        assert plurality_index(keys) == plurality(keys)[0]
 
 
 def test_repair_decomposition_counts():

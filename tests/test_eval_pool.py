@@ -3,9 +3,10 @@
 import json
 
 import pytest
+from testing_utils import require_modules
 
-from calver.infer.evaluation import evaluate, load_units
-from calver.infer.evaluation.synthetic import backdoor_problem, build_pool, claim_valid, trace_for
+from calver.evaluation import evaluate, load_units
+from calver.evaluation.synthetic import backdoor_problem, build_pool, claim_valid, trace_for
 from calver.verifier import Problem, get_family, parse_graph
 
 FRAG = [{"M"}, {"U"}, {"M"}, {"U", "P"}, {"M"}, {"U"}, {"U", "P"}, set()]  # the supplement's example
@@ -84,6 +85,7 @@ def test_constructed_mode_grades_on_the_source_graph(tmp_path):
     assert u.correct.tolist() == [False, True]
 
 
+@require_modules("matplotlib")  # the figures (extra 'infer')
 def test_cli_writes_report_json_and_figures(tmp_path):
     from calver.cli import main
 
@@ -104,7 +106,7 @@ def test_cli_writes_report_json_and_figures(tmp_path):
 
 
 def test_wandb_logging_is_optional():
-    from calver.infer.evaluation.report import log_wandb
+    from calver.evaluation.report import log_wandb
 
     try:
         import wandb  # noqa: F401

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
-from verifier_helpers import random_admg, random_cyclic, random_dag, replace_slot, sample_problem
+from fixtures import random_admg, random_cyclic, random_dag, sample_problem
 
-from calver.infer.evaluation.audits import swap_answer
+from calver.evaluation.audits import replace_slot, swap_answer
 from calver.verifier import CausalGraph, GraphClass, Problem, ProblemError, get_family, grade, score
 from calver.verifier.primitives import mediator_walk, mediators
 from calver.verifier.tasks import paths as P
 
-REPRO = Path("/work/shared/reviews/repro")
+REPRO = Path(__file__).parent / "data" / "repro"
 
 
 def _graph(edges, nodes=(), kind=GraphClass.DIRECTED):
@@ -48,8 +48,6 @@ def test_cycle_answers_naming_the_real_cycle_grade_correct(answer):
 
 
 def test_cycle_repro_no_longer_scores_six():
-    if not REPRO.exists():
-        pytest.skip("audit repro files not present")
     problem = Problem.from_dict(json.loads((REPRO / "cycle_problem.json").read_text()))
     result = score((REPRO / "cycle_trace.txt").read_text(), problem)
     assert result.total < 6 and result.bits[2] == 0 and result.bits[3] == 0, result.reasons

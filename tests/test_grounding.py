@@ -19,11 +19,11 @@ import pytest
 from calver.data_gen.ate import generate_ate
 from calver.data_gen.generators import GenConfig, generate
 from calver.data_gen.text_levels import constructed_problems
+from calver.evaluation.audits import replace_slot
 from calver.infer.firewall import strip_problem
 from calver.train.rewards import UngroundedProblemError, VerifierReward
 from calver.verifier import CausalGraph, GraphClass, Problem, get_family, grade, score
 from calver.verifier.scoring import is_grounded
-from verifier_helpers import replace_slot
 
 FAMILIES = ("backdoor_set", "separation_set", "mediator", "intervention_reachability")
 REPRO = Path(__file__).parent / "data" / "repro"

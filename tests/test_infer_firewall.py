@@ -4,15 +4,12 @@ removed before any selector (or the model behind a neural one) sees it, or the r
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from fixtures import synthetic_units, write_pool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.selectors_bench import synthetic_units, write_pool  # noqa: E402
-from calver.infer.firewall import (  # noqa: E402
+from calver.infer.firewall import (
     FORBIDDEN_KEYS,
     FirewallError,
     SelectorView,
@@ -23,11 +20,11 @@ from calver.infer.firewall import (  # noqa: E402
     strip_problem,
     view_hash,
 )
-from calver.infer.pool import Pool, read_jsonl  # noqa: E402
-from calver.infer.sampler import Completion  # noqa: E402
-from calver.infer.select import run_selection, run_selector  # noqa: E402
-from calver.infer.selectors import SELECTORS, Selection, Selector, build_selector  # noqa: E402
-from calver.verifier import CausalGraph, Problem, get_family  # noqa: E402
+from calver.infer.pool import Pool, read_jsonl
+from calver.infer.sampler import Completion
+from calver.infer.select import run_selection, run_selector
+from calver.infer.selectors import SELECTORS, Selection, Selector, build_selector
+from calver.verifier import CausalGraph, Problem, get_family
 
 K = 4
 SENTINEL = "LEAK-7f3a"
@@ -259,7 +256,7 @@ def test_scrub_and_selector_output_contract(clean_pool):
 
 
 def test_labels_reattached_only_after_selection(clean_pool, tmp_path):
-    from calver.infer.select import grade_rows
+    from calver.evaluation.grading import grade_rows
 
     rows = run_selection(clean_pool, ["calver", "extract_solve"], write=True)
     for name, sel in rows.items():

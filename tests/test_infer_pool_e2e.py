@@ -14,17 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from fixtures import synthetic_units
+from testing_utils import require_torch
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
+from calver.infer.pool import Pool
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.selectors_bench import synthetic_units  # noqa: E402
-from calver.infer.pool import Pool  # noqa: E402
-
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, require_torch]
 
 
 def write_inputs(tmp: Path, model: Path, n_problems: int, **cfg) -> Path:
@@ -99,7 +95,7 @@ def test_vllm_pool_selected_by_every_selector(tiny_model_dir, tmp_path):
     from calver.infer.sampler import HFSampler, vllm_available
     from calver.infer.select import run_selection
     from calver.infer.selectors import NEURAL, NON_NEURAL, SELECTORS, build_selector
-    from calver.infer.selectors.neural import SeqClsScorer, load_prm
+    from calver.infer.selectors.scorers import SeqClsScorer, load_prm
 
     if not vllm_available():
         pytest.skip("vllm is not importable")

@@ -4,20 +4,20 @@ test_infer_pool_e2e.py)."""
 
 from __future__ import annotations
 
+import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from fixtures import synthetic_units
+from testing_utils import is_available
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.selectors_bench import synthetic_units  # noqa: E402
-from calver.infer.manifest import hash_dir, unit_seed  # noqa: E402
-from calver.infer.pool import Pool, PoolError  # noqa: E402
-from calver.infer.sample import load_problem_rows, prompt_messages, run_sample, user_text  # noqa: E402
-from calver.infer.sample_config import ConfigError, SampleConfig, from_dict, load_config  # noqa: E402
-from calver.infer.sampler import Completion  # noqa: E402
+from calver.data_gen.prompts import render_prompt, user_text
+from calver.infer.manifest import hash_dir, unit_seed
+from calver.infer.pool import Pool, PoolError
+from calver.infer.sample import load_problem_rows, run_sample
+from calver.infer.sample_config import ConfigError, SampleConfig, from_dict, load_config
+from calver.infer.sampler import Completion
 
 
 class DetSampler:
@@ -63,7 +63,8 @@ def cfg_for(tmp_path, problems_file, out="pool", **kw) -> SampleConfig:
 
 
 def rows_of(pool: Pool):
-    return sorted((r["problem_id"], r["seed"], r["candidate_index"], r["text"], r["num_tokens"]) for r in pool.candidate_rows())
+    return sorted((r["problem_id"], r["seed"], r["candidate_index"], r["text"], r["num_tokens"])
+                  for r in pool.candidate_rows())
 
 
 def test_config_errors_name_the_field(tmp_path):
@@ -78,12 +79,12 @@ def test_config_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="out"):
         load_config(p)
     p.write_text("problems: a\nout: b\nmodel: m\n")
-    cfg = load_config(p, ["k=4", "seeds=[3, 4]", "backend=vllm"])
+    cfg = load_config(p, ["--k", "4", "--seeds", "3", "4", "--backend", "vllm"])
     assert (cfg.k, cfg.seeds, cfg.backend) == (4, [3, 4], "vllm")
     with pytest.raises(ConfigError, match="backend"):
-        load_config(p, ["backend=tpu"])
+        load_config(p, ["--backend", "tpu"])
     with pytest.raises(ConfigError, match="seeds"):
-        load_config(p, ["seeds=[1, 1]"])
+        load_config(p, ["--seeds", "1", "1"])
 
 
 def test_repo_configs_parse():
@@ -97,7 +98,8 @@ def test_repo_configs_parse():
 def test_sample_writes_pool_manifest_and_freezes(tmp_path, problems_file):
     cfg = cfg_for(tmp_path, problems_file, selector_context={"domain": "synthetic"})
     pool = run_sample(cfg, sampler=DetSampler(), log=lambda m: None)
-    assert pool.frozen and (pool.root / "candidates.parquet").exists()
+    # the parquet copy is written exactly when pyarrow is installed (JSONL is the source of truth)
+    assert pool.frozen and (pool.root / "candidates.parquet").exists() == is_available("pyarrow")
     assert len(pool.units()) == 10 and all(len(u.texts) == 3 for u in pool.units())
     m = pool.manifest()
     for key in ("model", "adapter", "prompt", "quantization", "sampling", "seeds", "corpus", "versions", "backend"):
@@ -105,8 +107,13 @@ def test_sample_writes_pool_manifest_and_freezes(tmp_path, problems_file):
     assert m["model"]["content_hash"] == hash_dir(problems_file[1]) and m["seeds"] == [0, 1]
     assert m["sampling"]["k"] == 3 and m["versions"]["scorer"]["contract_version"]
     assert m["selector_context"] == {"domain": "synthetic"}
+    # the manifest names a real function, and it renders exactly the user turn that was sampled
+    mod, _, fn = m["prompt"]["user_prompt"].rpartition(".")
+    prob = next(iter(pool.problems().values()))
+    assert getattr(importlib.import_module(mod), fn)(prob) == render_prompt(prob)[1]["content"]
     row = next(pool.candidate_rows())
-    assert set(row) >= {"problem_id", "source_id", "seed", "candidate_index", "text", "finish_reason", "num_tokens", "mean_logprob"}
+    assert set(row) >= {"problem_id", "source_id", "seed", "candidate_index", "text", "finish_reason", "num_tokens",
+                        "mean_logprob"}
     with pytest.raises(PoolError):
         pool.append_candidates([row])
     # rerunning a frozen complete pool is a no-op; a different config is refused
@@ -127,8 +134,9 @@ def test_resume_equals_uninterrupted(tmp_path, problems_file):
     pid = next(r["problem"]["id"] for r in pool.problem_rows() if (r["problem"]["id"], 1) not in done)
     with open(pool.candidates_path, "a") as fh:
         for i in range(2):
-            fh.write(json.dumps({"problem_id": pid, "source_id": pid, "seed": 1, "candidate_index": i, "text": "partial",
-                                 "finish_reason": "stop", "num_tokens": 1, "mean_logprob": 0.0}) + "\n")
+            fh.write(json.dumps({"problem_id": pid, "source_id": pid, "seed": 1, "candidate_index": i,
+                                 "text": "partial", "finish_reason": "stop", "num_tokens": 1,
+                                 "mean_logprob": 0.0}) + "\n")
         fh.write('{"problem_id": "torn", "se')
     logs = []
     resumed = run_sample(cfg, sampler=DetSampler(), log=logs.append)
@@ -143,7 +151,7 @@ def test_unit_seed_and_prompts(problems_file):
     from calver.verifier import Problem
 
     p = Problem.from_dict(rows[0]["problem"])
-    msgs = prompt_messages(p)
+    msgs = render_prompt(p)
     assert [m["role"] for m in msgs] == ["system", "user"]
     assert "STRATEGY" in msgs[0]["content"] and msgs[1]["content"] == user_text(p)
     assert p.graph.to_text().split(",")[0].split("->")[0].strip() in msgs[1]["content"]

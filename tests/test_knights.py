@@ -13,9 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calver.infer.evaluation.audits import replace_slot
-
 from calver.data_gen.knights import generate_kk
+from calver.evaluation.audits import replace_slot
 from calver.verifier import Problem, grade, score
 from calver.verifier.contract import split_slots
 from calver.verifier.logic import (

@@ -17,7 +17,7 @@ import pytest
 
 from calver.data_gen.ate import generate_ate
 from calver.data_gen.knights import generate_kk
-from calver.infer.evaluation.audits import replace_slot
+from calver.evaluation.audits import replace_slot
 from calver.verifier import Problem, ProblemError, grade, score
 from calver.verifier.contract import split_slots
 from calver.verifier.logic import (

@@ -21,9 +21,9 @@ from calver.verifier import primitives as P
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import TaskFamily
 
-from verifier_helpers import random_admg, random_dag
+from fixtures import random_admg, random_dag
 
-REPRO = Path(__file__).resolve().parents[2] / "shared" / "reviews" / "repro"
+REPRO = Path(__file__).parent / "data" / "repro"
 
 
 # ---- oracles ------------------------------------------------------------------------------------
@@ -254,13 +254,8 @@ def _problem(task, edges, kind=None, **query):
 
 
 def test_audit_fd_maximal_repro_grades_exactly():
-    path = REPRO / "fd_maximal_problem.json"
-    if path.is_file():
-        p = Problem.from_dict(json.loads(path.read_text()))
-    else:  # the audit's case: 15 "poison" nodes V0 <-> Pi push the candidates past the old limit
-        edges = "V0 -> V5, V2 -> V1, V2 -> V3, V3 -> V1, V1 <-> V5, V2 <-> V3, V4 <-> V5, " + ", ".join(
-            f"V0 <-> P{i}" for i in range(15))
-        p = _problem("frontdoor_set", edges, "ADMG", treatment="V0", outcome="V1", variant="maximal")
+    # the audit's case: 15 "poison" nodes V0 <-> Pi push the candidates past the old limit
+    p = Problem.from_dict(json.loads((REPRO / "fd_maximal_problem.json").read_text()))
     assert not grade(p, {"V4"}) and grade(p, {"V2", "V3", "V4"})
     assert not grade(p, {"V2", "V4"}) and not grade(p, {"V3", "V4"})
     trace = p.family.canonical_trace(p, {"V4"}).replace("RESULT: invalid", "RESULT: valid")

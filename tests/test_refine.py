@@ -12,12 +12,13 @@ import pytest
 pytestmark = pytest.mark.slow
 pytest.importorskip("torch")
 
+from calver.evaluation.audit_judges import canonical_for  # noqa: E402
+from calver.evaluation.refine_eval import run_refine  # noqa: E402
 from calver.infer.firewall import strip_problem  # noqa: E402
 from calver.infer.pool import Pool  # noqa: E402
-from calver.infer.refine.audit_judges import canonical_for  # noqa: E402
-from calver.infer.refine.cli import demo_problems, sample_pool  # noqa: E402
 from calver.infer.refine.feedback import feedback_for  # noqa: E402
-from calver.infer.refine.refine import RefineConfig, run_refine  # noqa: E402
+from calver.infer.refine.refine import RefineConfig  # noqa: E402
+from calver.infer.refine.small_pools import demo_problems, sample_pool  # noqa: E402
 
 
 class Recording:
@@ -46,7 +47,7 @@ def pools(tiny_model_dir, tmp_path_factory):
     rows = list(pool.candidate_rows())
     for r in rows:
         if r["problem_id"] in solved and r["candidate_index"] == 1:
-            from calver.infer.evaluation.table import grading_problem
+            from calver.evaluation.grading import grading_problem
 
             r["text"] = canonical_for(grading_problem(problems[r["problem_id"]], labels.get(r["problem_id"])))
     pool.rewrite_candidates(rows)

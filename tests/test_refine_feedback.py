@@ -8,9 +8,9 @@ import pytest
 
 from calver.data_gen.generators import GenConfig, available_tasks, canonical_trace, generate
 from calver.data_gen.text_levels import constructed_problems
-from calver.infer.evaluation.audits import replace_slot
+from calver.evaluation.audit_judges import invalid_object
+from calver.evaluation.audits import replace_slot
 from calver.infer.firewall import FirewallError, strip_problem
-from calver.infer.refine.audit_judges import invalid_object
 from calver.infer.refine.feedback import HEADER, feedback_for, redact, slot_docs, slot_feedback
 from calver.infer.refine.refine import Cand, calver_pick, current_best, revision_messages
 from calver.verifier import SLOTS, score

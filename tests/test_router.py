@@ -9,18 +9,17 @@ import math
 import pytest
 
 from calver.data_gen.generators import canonical_trace
-from calver.infer.evaluation.audits import replace_slot
-from calver.infer.firewall import strip_problem
-from calver.infer.refine.router import (
+from calver.evaluation.audits import replace_slot
+from calver.evaluation.router_calibration import (
     candidate_thresholds,
     check_disjoint,
     choose_threshold,
     evaluate_router,
-    graph_agreement,
-    level_problems,
-    route,
     split_by_source,
 )
+from calver.infer.firewall import strip_problem
+from calver.infer.refine.router import graph_agreement, route
+from calver.infer.refine.small_pools import level_problems
 
 
 def _constructed():
@@ -95,7 +94,7 @@ def test_level_problems_share_sources_across_levels():
 def test_route_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
     from calver.cli import main
-    from calver.infer.refine.cli import demo_problems, sample_pool
+    from calver.infer.refine.small_pools import demo_problems, sample_pool
 
     pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir, k=2, max_tokens=12)
     out = tmp_path / "route"

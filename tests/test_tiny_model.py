@@ -8,8 +8,11 @@ import unicodedata
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from testing_utils import require_torch
 
 from calver.train.tiny_model import CHAT_TEMPLATE, EOT, IM_END, IM_START, build_tiny_model
+
+pytestmark = require_torch
 
 TEXTS = [
     "GRAPH: A -> B, B -> C",

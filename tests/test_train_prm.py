@@ -62,16 +62,17 @@ def test_prm_reports_rmse_per_epoch_and_beats_the_mean(prm_run):
 
 
 def test_prm_scorer_loads_and_feeds_the_infer_selector(prm_run):
+    from calver.data_gen.prompts import user_text
     from calver.infer.pool import Pool
-    from calver.infer.sample import user_text
-    from calver.infer.selectors.neural import PRMSelector
-    from calver.train.prm import PRMScorer, load_prm
+    from calver.infer.selectors import PRMScorer, PRMSelector, load_prm
+    from calver.infer.selectors.scorers import prm_text
     from calver.verifier import score
 
     run, pool_dir = prm_run
     out = Path(run.summary["output_dir"])
     scorer = load_prm(out)
-    assert isinstance(scorer, PRMScorer)
+    # read as a calver PRM (not a reward model): trained inputs, adapter merged into the recorded base
+    assert isinstance(scorer, PRMScorer) and scorer.text_builder is prm_text and scorer.max_length == 512
     pool = Pool(pool_dir)
     problems = pool.problems()
     rows = list(pool.candidate_rows())[:24]

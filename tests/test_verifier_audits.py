@@ -5,15 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from verifier_helpers import (
-    GRAPH_TASKS,
-    SET_TASKS,
-    damage_witness,
-    rename_nodes,
-    replace_slot,
-    sample_problem,
-)
+from fixtures import GRAPH_TASKS, SET_TASKS, sample_problem
 
+from calver.evaluation.audits import damage_witness, rename_nodes, replace_slot
 from calver.verifier import get_family, grade, score
 
 
