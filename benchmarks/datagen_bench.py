@@ -5,7 +5,8 @@
 One single-threaded process (one core, no parallelism). ``gen/s`` times ``generate`` (graph drawing, query
 proposal, validity-class enumeration, prompt rendering); ``+trace/s`` adds the canonical trace;
 ``|V|`` is the mean validity-class size. Rates are per CPU-second of this process
-(``time.process_time``), so a loaded machine does not understate them; ``wall/s`` is wall-clock. Target: >= 2,000 problems/s for <= 10-node graphs.
+(``time.process_time``), so a loaded machine does not understate them; ``wall/s`` is wall-clock.
+Target: >= 2,000 problems/s for <= 10-node graphs.
 """
 
 from __future__ import annotations

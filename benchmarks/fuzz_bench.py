@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 examples.append(ex)
         if done >= next_report:
             el = time.perf_counter() - t_run
-            print(f"  {done:>9,} / {a.n:,}  {el:7.1f} s  (eta {el / done * (a.n - done):6.0f} s)", file=sys.stderr, flush=True)
+            print(f"  {done:>9,} / {a.n:,}  {el:7.1f} s  (eta {el / done * (a.n - done):6.0f} s)",
+                  file=sys.stderr, flush=True)
             next_report += a.n / 10
 
     if a.workers <= 1:

@@ -48,11 +48,12 @@ def synthetic_problem(rng: random.Random, idx: int, tries: int = 200) -> tuple[P
         try:
             nq = fam.normalize_query(p)
             valid = fam.validity_class(g, nq)
-        except Exception:
+        except ValueError:  # ProblemError / GraphError: a query or graph this family rejects
             continue
         if not valid:
             continue
-        cand = [n for n in g.nodes if n not in (set(q.get("x", [])) | set(q.get("y", [])) | {q.get("treatment"), q.get("outcome")})]
+        query_nodes = set(q.get("x", [])) | set(q.get("y", [])) | {q.get("treatment"), q.get("outcome")}
+        cand = [n for n in g.nodes if n not in query_nodes]
         invalid = []
         for _ in range(20):
             s = frozenset(rng.sample(cand, rng.randint(0, min(3, len(cand)))))
@@ -151,7 +152,8 @@ def main(argv=None) -> int:
     for key, val in res.items():
         print(f"| {key} | {val:.3f} | {1000 * val / n:.3f} |")
     ok = res["TOTAL"] <= args.budget
-    print(f"\nTOTAL {res['TOTAL']:.3f}s for {len(units)} units x K={args.k} ({'within' if ok else 'OVER'} the {args.budget:g}s budget)")
+    print(f"\nTOTAL {res['TOTAL']:.3f}s for {len(units)} units x K={args.k} "
+          f"({'within' if ok else 'OVER'} the {args.budget:g}s budget)")
     return 0 if ok else 1
 
 

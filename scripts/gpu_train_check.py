@@ -77,8 +77,8 @@ def build_model(args, torch, device):
     if args.grad_ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
-    lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                      lora_dropout=0.0, task_type="CAUSAL_LM")
+    lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha,
+                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
     model = get_peft_model(model, lora)
     if args.qlora and device.type == "cpu":
         # bitsandbytes' CPU backend repacks 4-bit weights for an inference-only kernel on the first
@@ -124,9 +124,10 @@ def grpo_phase(args, torch, model, cfg, device) -> dict:
         model.eval()
         model.config.use_cache = True
         with torch.no_grad():
-            seqs = model.generate(input_ids=prompts.repeat_interleave(G, 0), attention_mask=torch.ones(P * G, L, dtype=torch.long, device=device),
-                                  max_new_tokens=args.gen_len, min_new_tokens=args.gen_len, do_sample=True, temperature=1.0,
-                                  top_k=0, pad_token_id=2, eos_token_id=None)
+            seqs = model.generate(input_ids=prompts.repeat_interleave(G, 0),
+                                  attention_mask=torch.ones(P * G, L, dtype=torch.long, device=device),
+                                  max_new_tokens=args.gen_len, min_new_tokens=args.gen_len, do_sample=True,
+                                  temperature=1.0, top_k=0, pad_token_id=2, eos_token_id=None)
         sync(torch, device)
         t_gen = time.perf_counter() - t0
         model.config.use_cache = False
@@ -153,7 +154,8 @@ def grpo_phase(args, torch, model, cfg, device) -> dict:
         gen_times.append(t_gen)
         gen_tokens += comp.numel()
         train_tokens += seqs.numel()
-    out = summarize(times, train_tokens - P * G * (L + args.gen_len), loss=float(loss), mem=peak_memory_gib(torch, device))
+    out = summarize(times, train_tokens - P * G * (L + args.gen_len), loss=float(loss),
+                    mem=peak_memory_gib(torch, device))
     steady = gen_times[1:] or gen_times
     out["generation_tokens_per_s"] = (gen_tokens - P * G * args.gen_len) / sum(steady) if gen_times[1:] else None
     out["generation_time_mean_s"] = sum(steady) / len(steady)
@@ -192,8 +194,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-grpo", action="store_true")
     args = ap.parse_args(argv)
     if args.tiny:
-        args.seq_len, args.prompt_len, args.gen_len = min(args.seq_len, 128), min(args.prompt_len, 64), min(args.gen_len, 16)
-        args.batch, args.prompts, args.num_generations = min(args.batch, 2), min(args.prompts, 2), min(args.num_generations, 2)
+        args.seq_len, args.prompt_len = min(args.seq_len, 128), min(args.prompt_len, 64)
+        args.gen_len = min(args.gen_len, 16)
+        args.batch, args.prompts = min(args.batch, 2), min(args.prompts, 2)
+        args.num_generations = min(args.num_generations, 2)
 
     import torch
     import transformers

@@ -73,13 +73,15 @@ def build_corpus(per_family: int = 3, seed: int = 0, encodings: Sequence[str] = 
     fams = families()
     tasks = [t for t in available_tasks() if t in fams]
     configs = [GenConfig(seed=seed), GenConfig(seed=seed + 1, n_nodes=(6, 9), density=0.4, latent=0.3,
-                                               extra={"knights_knaves": {"n_people": 6}, "ate_threshold": {"n_nodes": 7}})]
+                                               extra={"knights_knaves": {"n_people": 6},
+                                                      "ate_threshold": {"n_nodes": 7}})]
     items: list[Item] = []
     for task in tasks:
         fam = fams[task]
         supplied = []
         for i, cfg in enumerate(configs):
-            if cfg.latent and fam.graph_classes and GraphClass.ADMG not in fam.graph_classes and task != "ate_threshold":
+            if (cfg.latent and fam.graph_classes and GraphClass.ADMG not in fam.graph_classes
+                    and task != "ate_threshold"):
                 cfg = GenConfig(seed=cfg.seed, n_nodes=cfg.n_nodes, density=cfg.density, extra=cfg.extra)
             for p in generate(task, per_family, cfg):
                 items.append(Item(task, f"{task}/cfg{i}", p, canonical_trace(p)))
@@ -159,7 +161,8 @@ def banner(rng: random.Random, max_run: int = 64) -> str:
     else:
         run = "".join(rng.choice(DECOR + " \t") for _ in range(k))
     word = rng.choice(SLOT_PREFIXES)
-    return run + rng.choice(("", " ", "\t")) + word + (rng.choice(DECOR) * rng.randint(0, 8) if rng.random() < 0.3 else "")
+    return (run + rng.choice(("", " ", "\t")) + word
+            + (rng.choice(DECOR) * rng.randint(0, 8) if rng.random() < 0.3 else ""))
 
 
 def casefold_header(rng: random.Random, label: str) -> str:
@@ -221,9 +224,10 @@ def op_shuffle_lines(rng, t, pool):
     return "\n".join(lines)
 
 
-_DECORATIONS = ("**{L}:** {v}", "**{L}**: {v}", "## {L}\n{v}", "### {L}: {v}", "- {L}: {v}", "* {L} - {v}", "> {L}: {v}",
-                "STEP {n}: {L}: {v}", "Step {n} - {L} = {v}", "{n}. {L}: {v}", "`{L}`: {v}", "__{L}__: {v}",
-                "{L} slot: {v}", "{L}\n{v}", "{L}= {v}", "{L} -{v}", "***{L}***:{v}", "#### **{L}**\n{v}")
+_DECORATIONS = ("**{L}:** {v}", "**{L}**: {v}", "## {L}\n{v}", "### {L}: {v}", "- {L}: {v}", "* {L} - {v}",
+                "> {L}: {v}", "STEP {n}: {L}: {v}", "Step {n} - {L} = {v}", "{n}. {L}: {v}",
+                "`{L}`: {v}", "__{L}__: {v}", "{L} slot: {v}", "{L}\n{v}", "{L}= {v}", "{L} -{v}",
+                "***{L}***:{v}", "#### **{L}**\n{v}")
 _ALIASES = {"ANSWER": ("FINAL ANSWER", "FINAL_ANSWER", "Final  Answer"), "DERIVATION": ("DERIVATION RECORD",),
             "RESULT": ("COMPUTED RESULT", "computed_result")}
 
@@ -315,7 +319,8 @@ def op_huge_number(rng, t, pool):
                 k += 1
             return t[:j] + num + t[k:]
     if r < 0.7:
-        return _set_value(rng, t, rng.choice(("", "effect=", "ATE = ", "RESULT: ")) + num, ("RESULT", "ANSWER", "STRATEGY"))
+        return _set_value(rng, t, rng.choice(("", "effect=", "ATE = ", "RESULT: ")) + num,
+                          ("RESULT", "ANSWER", "STRATEGY"))
     i = _pos(rng, t)
     return t[:i] + num + t[i:]
 
@@ -394,7 +399,8 @@ def op_quadratic_prose(rng, t, pool):
     sizes = (10, 49, 100, 220, 500, 1000, PROSE_K_MAX)
     k = rng.choice(sizes)
     k2 = k if rng.random() < 0.5 else rng.choice(sizes)
-    verb = rng.choice(("causes", "affects", "leads to", "is caused by", "and the others share a hidden common cause with"))
+    verb = rng.choice(("causes", "affects", "leads to", "is caused by",
+                       "and the others share a hidden common cause with"))
     return _set_value(rng, t, quadratic_prose(k, verb, k2), ("GRAPH",))
 
 

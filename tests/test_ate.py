@@ -72,7 +72,8 @@ def make_trace(problem: Problem, z, theta: float, decision: bool, threshold=None
         "GRAPH": (graph or problem.graph.to_text()),
         "QUERY": f"task=ate_threshold; treatment={q['treatment']}; outcome={q['outcome']}; threshold={tau}; graph=DAG",
         "STRATEGY": zt,
-        "DERIVATION": f"backdoor_adjust(treatment={q['treatment']}, outcome={q['outcome']}, adjustment={zt}, effect={theta!r})",
+        "DERIVATION": f"backdoor_adjust(treatment={q['treatment']}, outcome={q['outcome']}, "
+                      f"adjustment={zt}, effect={theta!r})",
         "RESULT": repr(theta),
         "ANSWER": "yes" if decision else "no",
     })
@@ -129,8 +130,10 @@ def test_psi_differs_from_ate_for_invalid_sets():
     assert abs(adjustment_functional(scm, "X", "Y", []) - ate) > 0.1  # open backdoor X <- Z -> Y
     assert abs(adjustment_functional(scm, "X", "Y", ["W"]) - ate) > 0.05
     # A descendant of X (mediator) in Z also biases psi.
-    med = parse_cpt_text("P(C=1) = 0.5\nP(X=1 | C=0) = 0.2\nP(X=1 | C=1) = 0.8\nP(M=1 | X=0) = 0.1\nP(M=1 | X=1) = 0.9\n"
-                         "P(Y=1 | C=0, M=0) = 0.1\nP(Y=1 | C=0, M=1) = 0.6\nP(Y=1 | C=1, M=0) = 0.3\nP(Y=1 | C=1, M=1) = 0.9")
+    med = parse_cpt_text("P(C=1) = 0.5\nP(X=1 | C=0) = 0.2\nP(X=1 | C=1) = 0.8\n"
+                         "P(M=1 | X=0) = 0.1\nP(M=1 | X=1) = 0.9\n"
+                         "P(Y=1 | C=0, M=0) = 0.1\nP(Y=1 | C=0, M=1) = 0.6\n"
+                         "P(Y=1 | C=1, M=0) = 0.3\nP(Y=1 | C=1, M=1) = 0.9")
     ate = true_ate(med, "X", "Y")
     assert abs(adjustment_functional(med, "X", "Y", ["C"]) - ate) < 1e-12
     assert abs(adjustment_functional(med, "X", "Y", ["C", "M"]) - ate) > 0.2
@@ -290,7 +293,8 @@ def test_strict_certificate_soundness_over_random_traces():
 # ---- CLI and pgmpy ------------------------------------------------------------------------------------
 def test_cli_verify_example():
     out = subprocess.run(
-        [sys.executable, "-m", "calver.cli", "verify", str(EXAMPLE / "ate_problem.json"), str(EXAMPLE / "ate_trace.txt")],
+        [sys.executable, "-m", "calver.cli", "verify",
+         str(EXAMPLE / "ate_problem.json"), str(EXAMPLE / "ate_trace.txt")],
         capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr

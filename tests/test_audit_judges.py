@@ -68,7 +68,8 @@ def test_verifier_expected_row_by_construction():
         if name != "edge_deletion":
             assert r["acceptance"]["estimate"] == 0.0 and r["delta_vs_clean"]["estimate"] == -1.0
     # edge deletion is undetermined only in constructed mode (the verifier checks the trace's own graph)
-    assert all(it["expected_reject"] is True for it in items if it["variant"] == "edge_deletion" and "-L" not in it["problem_id"])
+    assert all(it["expected_reject"] is True for it in items
+               if it["variant"] == "edge_deletion" and "-L" not in it["problem_id"])
 
 
 @pytest.mark.slow
@@ -77,10 +78,12 @@ def test_audit_judges_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_pat
     from calver.cli import main
     from calver.infer.refine.small_pools import demo_problems, sample_pool
 
-    pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir, k=2, max_tokens=12)
+    pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
+                       k=2, max_tokens=12)
     out = tmp_path / "audit"
-    rc = main(["audit-judges", "--pool", str(pool.root), "--prm", str(tiny_model_dir), "--judge-model", str(tiny_model_dir),
-               "--backend", "hf", "--judge-max-tokens", "4", "--max-sources", "3", "--draws", "200", "--out", str(out)])
+    rc = main(["audit-judges", "--pool", str(pool.root), "--prm", str(tiny_model_dir),
+               "--judge-model", str(tiny_model_dir), "--backend", "hf", "--judge-max-tokens", "4",
+               "--max-sources", "3", "--draws", "200", "--out", str(out)])
     assert rc == 0
     res = json.loads((out / "audit_judges.json").read_text())
     assert res["scorers"] == ["verifier", "prm", "judge"] and res["n_source_traces"] == 3

@@ -164,7 +164,8 @@ def test_oracle_bd_constructed():
     p = load("bd_constructed_problem")
     g = nx_graph(p)
     cands = sorted(set(g) - {"C", "F"})
-    valid = [set(z) for r in range(len(cands) + 1) for z in itertools.combinations(cands, r) if backdoor_ok(g, "C", "F", set(z))]
+    valid = [set(z) for r in range(len(cands) + 1) for z in itertools.combinations(cands, r)
+             if backdoor_ok(g, "C", "F", set(z))]
     minimal = [z for z in valid if not any(o < z for o in valid)]
     assert minimal == [{"A"}] and set() not in valid
     fam = get_family("backdoor_set")

@@ -85,8 +85,8 @@ def test_pairs_are_nontrivial():
         assert len(fam.validity_class(sub, {"treatment": x, "outcome": y, "variant": "any"}, limit=2)) >= 2
 
 
-@pytest.mark.parametrize("task,variant", [("backdoor_set", "any"), ("backdoor_set", "minimal"), ("frontdoor_set", "any"),
-                                          ("separation_set", "any"), ("mediator", "all"),
+@pytest.mark.parametrize("task,variant", [("backdoor_set", "any"), ("backdoor_set", "minimal"),
+                                          ("frontdoor_set", "any"), ("separation_set", "any"), ("mediator", "all"),
                                           ("intervention_reachability", "any")])
 def test_problems_are_answerable(task, variant):
     nets = ("alarm", "child") if task != "frontdoor_set" else ("asia", "alarm", "hepar2")
@@ -135,9 +135,11 @@ def test_binarized_multivalued_cpts_are_consistent():
         assert abs(p.meta["ate"] - p.query["threshold"]) >= 0.02 - 1e-9
 
 
-@pytest.mark.parametrize("task,variant", [("mediator", "any"), ("mediator", "all"), ("intervention_reachability", "any")])
+@pytest.mark.parametrize("task,variant", [("mediator", "any"), ("mediator", "all"),
+                                          ("intervention_reachability", "any")])
 def test_cg2llm_items(task, variant):
-    probs = cg2llm_problems("sachs", task, 8, 0, variant=variant) + cg2llm_problems("alarm", task, 8, 0, variant=variant)
+    probs = (cg2llm_problems("sachs", task, 8, 0, variant=variant)
+             + cg2llm_problems("alarm", task, 8, 0, variant=variant))
     assert {p.meta["encoding"] for p in probs} == set(ENCODINGS)
     for p in probs:
         graph_text = p.text.rsplit("\n\n", 1)[0]

@@ -26,16 +26,23 @@ def _p(task, query, graph, pid, kind=None):
 
 
 SET_CASES = [
-    (_p("backdoor_set", {"treatment": "X", "outcome": "Y", "variant": "any"}, "P -> U, U -> X, U -> Y, X -> M, M -> Y", "bd"), {"U"}),
-    (_p("backdoor_set", {"treatment": "X", "outcome": "Y", "variant": "any"}, "P -> U, U -> X, U -> Y, X -> M, M -> Y", "bd2"), {"U", "P"}),
-    (_p("backdoor_set", {"treatment": "X", "outcome": "Y", "variant": "minimal"}, "X -> Y, X <-> W, W -> Y, V -> W", "bda", "ADMG"), {"W"}),
-    (_p("separation_set", {"x": ["A"], "y": ["C"], "variant": "any"}, "A -> B, B -> C, D -> A, D -> C", "sep"), {"B", "D"}),
-    (_p("mediator", {"treatment": "X", "outcome": "Y", "variant": "any"}, "X -> M, M -> Y, X -> N, N -> Y, X -> Y", "med"), {"N"}),
-    (_p("frontdoor_set", {"treatment": "X", "outcome": "Y", "variant": "any"}, "U -> X, U -> Y, X -> M, M -> Y", "fd"), {"M"}),
+    (_p("backdoor_set", {"treatment": "X", "outcome": "Y", "variant": "any"},
+        "P -> U, U -> X, U -> Y, X -> M, M -> Y", "bd"), {"U"}),
+    (_p("backdoor_set", {"treatment": "X", "outcome": "Y", "variant": "any"},
+        "P -> U, U -> X, U -> Y, X -> M, M -> Y", "bd2"), {"U", "P"}),
+    (_p("backdoor_set", {"treatment": "X", "outcome": "Y", "variant": "minimal"},
+        "X -> Y, X <-> W, W -> Y, V -> W", "bda", "ADMG"), {"W"}),
+    (_p("separation_set", {"x": ["A"], "y": ["C"], "variant": "any"},
+        "A -> B, B -> C, D -> A, D -> C", "sep"), {"B", "D"}),
+    (_p("mediator", {"treatment": "X", "outcome": "Y", "variant": "any"},
+        "X -> M, M -> Y, X -> N, N -> Y, X -> Y", "med"), {"N"}),
+    (_p("frontdoor_set", {"treatment": "X", "outcome": "Y", "variant": "any"},
+        "U -> X, U -> Y, X -> M, M -> Y", "fd"), {"M"}),
     (_p("blocking_set", {"path": "A <- B -> C", "variant": "any"}, "B -> A, B -> C, A -> D", "blk"), {"B"}),
     (_p("cycle_witness", {"variant": "any"}, "A -> B, B -> C, C -> A, C -> D", "cyc", "directed"), ("A", "B", "C")),
 ]
-BOOL_CASE = (_p("intervention_reachability", {"do": ["M"], "source": "X", "target": "Y"}, "X -> M, M -> Y, X -> Y", "int"), True)
+BOOL_CASE = (_p("intervention_reachability", {"do": ["M"], "source": "X", "target": "Y"},
+                "X -> M, M -> Y, X -> Y", "int"), True)
 ALL_CASES = SET_CASES + [BOOL_CASE]
 ids = [p.id for p, _ in ALL_CASES]
 
@@ -154,11 +161,13 @@ def test_strict_ate_audit_margin_guard(tmp_path):
     # inside the band: report 0.178 (|0.178 - psi| <= eps) and answer yes although the truth is no
     bad = fam.canonical_trace(near, {"Z"})
     bad = replace_slot(bad, "RESULT", "0.178")
-    bad = replace_slot(bad, "DERIVATION", bad.split("DERIVATION: ")[1].split("\n")[0].replace("effect=0.170000", "effect=0.178"))
+    derivation = bad.split("DERIVATION: ")[1].split("\n")[0]
+    bad = replace_slot(bad, "DERIVATION", derivation.replace("effect=0.170000", "effect=0.178"))
     bad = replace_slot(bad, "ANSWER", "yes")
     # b6 judges the decision on the exact effect, so the wrong "yes" inside the band is not max-score
     assert score(good, far).total == 6 and score(bad, near).bits == [1, 1, 1, 1, 1, 0]
-    build_pool(str(tmp_path), [(far, 0, [good, good]), (near, 0, [bad, fam.canonical_trace(near, {"Z"})])], raw_texts=True)
+    build_pool(str(tmp_path), [(far, 0, [good, good]), (near, 0, [bad, fam.canonical_trace(near, {"Z"})])],
+               raw_texts=True)
     res = strict_ate_audit(load_units(str(tmp_path)))
     assert res["n_units"] == 2 and res["n_max_score"] == 3
     assert (res["n_correct"], res["n_wrong"]) == (3, 0) and res["unexplained"] == 0

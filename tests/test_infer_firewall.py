@@ -101,7 +101,8 @@ def constructed_problem() -> Problem:
 
 def intervention_problem() -> Problem:
     g = CausalGraph.build(["A", "B", "C"], [("A", "B"), ("B", "C")], (), "DAG")
-    return Problem(task="intervention_reachability", query={"do": ["B"], "source": "A", "target": "C"}, graph=g, id="i1")
+    return Problem(task="intervention_reachability", query={"do": ["B"], "source": "A", "target": "C"},
+                   graph=g, id="i1")
 
 
 def build_pool(root: Path) -> Pool:
@@ -113,7 +114,8 @@ def build_pool(root: Path) -> Pool:
     pool = write_pool(root, units, K)
     # stored comparator scores, as a model-backed run would have written them
     for name in ("confidence", "judge", "reward_model", "reward_model_trace", "prm"):
-        pool.write_selection(name, [{"problem_id": p.id, "seed": s, "index": 0, "scores": [float(i % 3) for i in range(K)]}
+        pool.write_selection(name, [{"problem_id": p.id, "seed": s, "index": 0,
+                                     "scores": [float(i % 3) for i in range(K)]}
                                     for p, s, _ in units])
     return pool
 

@@ -45,7 +45,8 @@ def env(**extra) -> dict:
 
 def rows(pool: Pool):
     return sorted(
-        (r["problem_id"], r["seed"], r["candidate_index"], r["text"], r["finish_reason"], r["num_tokens"], round(r["mean_logprob"], 5))
+        (r["problem_id"], r["seed"], r["candidate_index"], r["text"], r["finish_reason"], r["num_tokens"],
+         round(r["mean_logprob"], 5))
         for r in pool.candidate_rows()
     )
 

@@ -126,7 +126,8 @@ def test_prefix_selection_and_stored_reuse(pool):
     assert set(pool.selection_names()) >= {"calver@4", "extract_solve@4"}
     # a neural comparator's full-K scores stored once serve every prefix without a model
     full = {(v.problem_id, v.seed): [float(i) for i in range(8)][::-1] for v in make_views(pool)}
-    pool.write_selection("judge", [{"problem_id": p, "seed": s, "index": 0, "scores": sc} for (p, s), sc in full.items()])
+    pool.write_selection("judge", [{"problem_id": p, "seed": s, "index": 0, "scores": sc}
+                                   for (p, s), sc in full.items()])
     rows = run_selection(pool, ["judge"], k=2)
     assert all(r["index"] == 0 and r["scores"] == [7.0, 6.0] for r in rows["judge@2"])
     meta = json.loads((pool.root / "selections" / "judge@2.meta.json").read_text())

@@ -41,7 +41,8 @@ def formulas(people=PEOPLE):
     leaf = st.one_of(st.builds(Atom, st.sampled_from(people), st.booleans()), st.builds(Const, st.booleans()))
     return st.recursive(
         leaf,
-        lambda kids: st.one_of(st.builds(Not, kids), st.builds(Bin, st.sampled_from(["and", "or", "->", "<->"]), kids, kids)),
+        lambda kids: st.one_of(st.builds(Not, kids),
+                               st.builds(Bin, st.sampled_from(["and", "or", "->", "<->"]), kids, kids)),
         max_leaves=12,
     )
 
@@ -84,8 +85,10 @@ def test_grammar_precedence_and_aliases():
     f = parse_formula("not knight(A) and knave(B) or knight(C) -> knight(D) <-> knight(A)")
     assert f == Bin("<->", Bin("->", Bin("or", Bin("and", Not(Atom("A", True)), Atom("B", False)), Atom("C", True)),
                                Atom("D", True)), Atom("A", True))
-    assert parse_formula("knight(A) -> knight(B) -> knight(C)") == Bin("->", Atom("A", True), Bin("->", Atom("B", True), Atom("C", True)))
-    assert parse_formula("KNIGHT(A) & ~knave(B) | ¬knight(C)") == parse_formula("knight(A) and not knave(B) or not knight(C)")
+    expected = Bin("->", Atom("A", True), Bin("->", Atom("B", True), Atom("C", True)))
+    assert parse_formula("knight(A) -> knight(B) -> knight(C)") == expected
+    assert (parse_formula("KNIGHT(A) & ~knave(B) | ¬knight(C)")
+            == parse_formula("knight(A) and not knave(B) or not knight(C)"))
     assert parse_formula("knight(A) iff knight(B)") == parse_formula("knight(A) <-> knight(B)")
     assert parse_formula("knight(A) implies knight(B)") == parse_formula("knight(A) => knight(B)")
     assert len(parse_constraints("knight(A) <-> knave(B);\nknight(B) <-> (knight(A) and knight(B))")) == 2
@@ -119,7 +122,8 @@ def test_depth_limit():
 def test_truth_table_solutions_for_ten_people_satisfy_every_constraint():
     people = [f"P{i}" for i in range(10)]
     rng = Random(0)
-    cons = [says(p, Bin(rng.choice(["and", "or", "->", "<->"]), Atom(rng.choice(people), True), Atom(rng.choice(people), False)))
+    cons = [says(p, Bin(rng.choice(["and", "or", "->", "<->"]), Atom(rng.choice(people), True),
+                        Atom(rng.choice(people), False)))
             for p in people]
     sols = TruthTable(people).solutions(cons)  # speed: benchmarks/families_bench.py
     assert all(all(evaluate(c, s) for c in cons) for s in sols)
@@ -179,7 +183,8 @@ def test_mutations_lose_exactly_their_bits():
         ans = slots["ANSWER"]
         # flipped role
         assert score(replace_slot(trace, "ANSWER", flip(ans, person)), p).bits == [1, 1, 1, 1, 1, 0]
-        assert score(replace_slot(replace_slot(trace, "ANSWER", flip(ans, person)), "STRATEGY", flip(ans, person)), p).bits == [1, 1, 0, 1, 0, 1]
+        both = replace_slot(replace_slot(trace, "ANSWER", flip(ans, person)), "STRATEGY", flip(ans, person))
+        assert score(both, p).bits == [1, 1, 0, 1, 0, 1]
         assert score(replace_slot(trace, "STRATEGY", flip(ans, person)), p).bits == [1, 1, 0, 1, 0, 0]
         cons_text = slots["GRAPH"].split("; ")
         tt = TruthTable(people)
@@ -213,7 +218,8 @@ def test_mutations_lose_exactly_their_bits():
         assert score(replace_slot(trace, "GRAPH", slots["GRAPH"] + "; knight(Zed)"), p).bits == [0, 1, 1, 1, 1, 1]
         assert score(replace_slot(trace, "GRAPH", slots["GRAPH"] + "; knight(A) <->"), p).bits == [0, 1, 1, 1, 1, 1]
         # query and derivation binding
-        assert score(replace_slot(trace, "QUERY", "task=knights_knaves; people={Zed}; question=roles"), p).bits == [1, 0, 1, 1, 1, 1]
+        bad_query = "task=knights_knaves; people={Zed}; question=roles"
+        assert score(replace_slot(trace, "QUERY", bad_query), p).bits == [1, 0, 1, 1, 1, 1]
         assert score(replace_slot(trace, "DERIVATION", "enumerate(people={A})"), p).bits == [1, 1, 1, 0, 1, 1]
         assert score(replace_slot(trace, "RESULT", "consistent; models=2"), p).bits == [1, 1, 1, 1, 0, 1]
     assert drops_changed > 10 and wrongs > 10
@@ -225,7 +231,8 @@ def test_supplied_mode_checks_equivalence():
     p = Problem.from_dict(d)
     trace = (EXAMPLE / "kk_trace.txt").read_text()
     assert score(trace, p).total == 6
-    equivalent = ("knight(Alice) <-> not (knight(Bob) and knight(Carol)); knight(Bob) <-> (knave(Alice) or knave(Bob)); "
+    equivalent = ("knight(Alice) <-> not (knight(Bob) and knight(Carol)); "
+                  "knight(Bob) <-> (knave(Alice) or knave(Bob)); "
                   "knight(Carol) <-> (knave(Alice) <-> knight(Bob))")
     assert score(replace_slot(trace, "GRAPH", equivalent), p).total == 6
     wrong = "knight(Alice) <-> (knave(Bob) and knave(Carol)); knight(Bob) <-> (knight(Alice) -> knave(Bob))"
@@ -253,7 +260,8 @@ def test_multi_solution_problem_is_rejected_for_grading():
 
 def test_cli_verify_example():
     out = subprocess.run(
-        [sys.executable, "-m", "calver.cli", "verify", str(EXAMPLE / "kk_problem.json"), str(EXAMPLE / "kk_trace.txt"), "--grade"],
+        [sys.executable, "-m", "calver.cli", "verify", str(EXAMPLE / "kk_problem.json"), str(EXAMPLE / "kk_trace.txt"),
+         "--grade"],
         capture_output=True, text=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert out.returncode == 0, out.stderr

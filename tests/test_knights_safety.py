@@ -324,7 +324,8 @@ def test_oversize_and_duplicate_puzzles_are_refused_with_problem_error():
                 call()
     ok = kk_problem({f"P{i}": f"knave(P{i + 1})" for i in range(MAX_PEOPLE - 1)} | {f"P{MAX_PEOPLE - 1}": "true"},
                     people=[f"P{i}" for i in range(MAX_PEOPLE)])
-    assert grade(ok, ", ".join(f"P{i}={'knight' if (MAX_PEOPLE - 1 - i) % 2 == 0 else 'knave'}" for i in range(MAX_PEOPLE)))
+    roles = ", ".join(f"P{i}={'knight' if (MAX_PEOPLE - 1 - i) % 2 == 0 else 'knave'}" for i in range(MAX_PEOPLE))
+    assert grade(ok, roles)
 
 
 # ---- linear-time parsing (B4): 5k vs 20k characters -------------------------------------------------------

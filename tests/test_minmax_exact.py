@@ -218,7 +218,8 @@ def test_separators_with_many_candidates_match_bruteforce():
     checked = {"minimal": [0, 0], "maximal": [0, 0]}
     for _ in range(60):
         g, fam, q, cands = _big_separator_instance(rng)
-        x, y = (q["treatment"], q["outcome"]) if fam.name == "backdoor_set" else (next(iter(q["x"])), next(iter(q["y"])))
+        x, y = ((q["treatment"], q["outcome"]) if fam.name == "backdoor_set"
+                else (next(iter(q["x"])), next(iter(q["y"]))))
         start = frozenset(cands & P.ancestors(g, [x, y]))  # R ∩ An(X ∪ Y): valid iff any set is
         if not fam.is_base_valid(g, q, start):
             continue

@@ -43,12 +43,15 @@ SAME_GRAPH = {
     "arrows_and": "{A --> B and B -> C and C <-> D and E}",
     "arrows_labels": "nodes: A, B, C, D, E\nedges: A -> B, B -> C\nbidirected edges: C <-> D",
     "json_list": '["A->B", "B->C", "C<->D", "E"]',
-    "json_obj": '{"nodes": ["A","B","C","D","E"], "edges": [["A","B"],["B","C"]], "bidirected": [["C","D"]], "kind": "ADMG"}',
-    "json_dicts": '{"nodes": ["E"], "edges": [{"source":"A","target":"B"}, {"source":"B","target":"C","type":"directed"},'
+    "json_obj": '{"nodes": ["A","B","C","D","E"], "edges": [["A","B"],["B","C"]],'
+                ' "bidirected": [["C","D"]], "kind": "ADMG"}',
+    "json_dicts": '{"nodes": ["E"], "edges": [{"source":"A","target":"B"},'
+                  ' {"source":"B","target":"C","type":"directed"},'
                   ' {"source":"C","target":"D","type":"bidirected"}]}',
     "json_parents": '{"A": {"parents": []}, "B": {"parents": ["A"]}, "C": {"parents": ["B"], "spouses": ["D"]},'
                     ' "D": {"parents": [], "bidirected": ["C"]}, "E": []}',
-    "json_matrix": '{"nodes": ["A","B","C","D","E"], "matrix": [[0,1,0,0,0],[0,0,1,0,0],[0,0,0,2,0],[0,0,2,0,0],[0,0,0,0,0]]}',
+    "json_matrix": '{"nodes": ["A","B","C","D","E"],'
+                   ' "matrix": [[0,1,0,0,0],[0,0,1,0,0],[0,0,0,2,0],[0,0,2,0,0],[0,0,0,0,0]]}',
     "python_literal": "{'nodes': ['E'], 'edges': [('A', 'B'), ('B', 'C')], 'bidirected': {('C', 'D')}}",
     "matrix": "  A B C D E\nA 0 1 0 0 0\nB 0 0 1 0 0\nC 0 0 0 2 0\nD 0 0 2 0 0\nE 0 0 0 0 0",
     "matrix_csv": ",A,B,C,D,E\nA,0,1,0,0,0\nB,0,0,1,0,0\nC,0,0,0,2,0\nD,0,0,2,0,0\nE,0,0,0,0,0",
@@ -88,13 +91,17 @@ def test_formats_parse_expected_graph(name):
 @pytest.mark.parametrize(
     "text,fmt,directed,bidirected",
     [
-        ("X1 -> blood_pressure, blood_pressure <- Smoking", "arrows", {("X1", "blood_pressure"), ("Smoking", "blood_pressure")}, set()),
-        ('"Blood pressure" -> Stroke; heart rate -> Stroke', "arrows", {("Blood pressure", "Stroke"), ("heart rate", "Stroke")}, set()),
+        ("X1 -> blood_pressure, blood_pressure <- Smoking", "arrows",
+         {("X1", "blood_pressure"), ("Smoking", "blood_pressure")}, set()),
+        ('"Blood pressure" -> Stroke; heart rate -> Stroke', "arrows",
+         {("Blood pressure", "Stroke"), ("heart rate", "Stroke")}, set()),
         ("[A -> B, B -> C]", None, {("A", "B"), ("B", "C")}, set()),
         ('[["A","B"],["B","C"]]', None, {("A", "B"), ("B", "C")}, set()),
         ('{"B": ["A"], "C": "B"}', None, {("A", "B"), ("B", "C")}, set()),
-        ("Smoking causes cancer and heart_disease.", None, {("Smoking", "cancer"), ("Smoking", "heart_disease")}, set()),
-        ("B is caused by A. There is an edge from B to C. X and Y are confounded.", None, {("A", "B"), ("B", "C")}, {("X", "Y")}),
+        ("Smoking causes cancer and heart_disease.", None,
+         {("Smoking", "cancer"), ("Smoking", "heart_disease")}, set()),
+        ("B is caused by A. There is an edge from B to C. X and Y are confounded.", None,
+         {("A", "B"), ("B", "C")}, {("X", "Y")}),
         ("A is a direct cause of B and C causes D. A leads to D.", None, {("A", "B"), ("C", "D"), ("A", "D")}, set()),
         ("A does not cause B. A causes C. It is raining.", None, {("A", "C")}, set()),
         ("There is a hidden confounder between X and Y. Z influences X.", "prose", {("Z", "X")}, {("X", "Y")}),
@@ -118,7 +125,8 @@ def test_kind_declared_inferred_and_overridden():
     assert parse_graph('{"kind": "directed", "edges": [["A","B"]]}').kind is DIRECTED
     clear = "Given a directed graph with nodes A, B and directed edges A->B, B->A."
     assert parse_graph(clear).kind is DIRECTED
-    assert parse_graph("Given an ADMG (acyclic directed mixed graph) with nodes A, B, directed edges A->B.").kind is ADMG
+    assert parse_graph("Given an ADMG (acyclic directed mixed graph) with nodes A, B, "
+                       "directed edges A->B.").kind is ADMG
 
 
 def test_declared_nodes_add_isolated_and_restrict():
@@ -137,9 +145,11 @@ def test_clear_variants():
     assert len(parse_graph(head + "A, B and no edges.").nodes) == 2
     g = parse_graph(head + "A, B and C and directed edges A->B, B->C")
     assert g.nodes == ("A", "B", "C") and len(g.directed) == 2
-    g = parse_graph("Given an ADMG (acyclic directed mixed graph) with nodes A, B, C and bi-directed edges A<->B, B<->C.")
+    g = parse_graph("Given an ADMG (acyclic directed mixed graph) with nodes A, B, C "
+                    "and bi-directed edges A<->B, B<->C.")
     assert g.kind is ADMG and len(g.bidirected) == 2 and not g.directed
-    g = parse_graph("Given an ADMG (acyclic directed mixed graph) with nodes A, B, directed edges A->B and no bi-directed edges.")
+    g = parse_graph("Given an ADMG (acyclic directed mixed graph) with nodes A, B, "
+                    "directed edges A->B and no bi-directed edges.")
     assert g.kind is ADMG and g.directed == {("A", "B")}
     g = parse_graph(head + "A, B and directed edges A->B. Find one path from A to B.")
     assert g.directed == {("A", "B")}
@@ -265,7 +275,8 @@ def test_declared_dag_cycle_reported():
         ('{"edges": [["A", "B", "sideways"]]}', None, "sideways"),
         ('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "b">]><graphml/>', None, "DOCTYPE"),
         ("<graphml><graph><node id='A'/></grap></graphml>", None, "GraphML"),
-        ("<graphml><graph edgedefault='undirected'><edge source='A' target='B'/></graph></graphml>", None, "undirected"),
+        ("<graphml><graph edgedefault='undirected'><edge source='A' target='B'/></graph></graphml>", None,
+         "undirected"),
         ("digraph { A -> ; }", None, "';'"),
         ("digraph { A -> B } extra", None, "'extra'"),
         ("graph { A -- B }", None, "undirected DOT edge A -- B"),
@@ -306,8 +317,9 @@ def test_cache_shares_results():
 
 
 # ---- fuzzing ---------------------------------------------------------------------------------
-ALPHABET = st.sampled_from(list("AB XYZ_1,;.:\n-<>=→↔{}[]()\"'/*#") + ["->", "<->", "digraph {", "Given a DAG with nodes ",
-                                                                       "causes", " and ", "<graphml>", "0 1", "А"])
+ALPHABET = st.sampled_from(list("AB XYZ_1,;.:\n-<>=→↔{}[]()\"'/*#") + ["->", "<->", "digraph {",
+                                                                       "Given a DAG with nodes ", "causes", " and ",
+                                                                       "<graphml>", "0 1", "А"])
 
 
 def _only_graph_error(text, fmt=None) -> float:
@@ -345,7 +357,8 @@ def test_fuzz_node_set_and_path(text):
 
 
 JSONISH = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.sampled_from(["A", "B", "A->B", "", "ADMG", "<->"]),
+    (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+     | st.sampled_from(["A", "B", "A->B", "", "ADMG", "<->"])),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["nodes", "edges", "bidirected", "kind", "matrix", "parents", "spouses", "source", "target",
                          "type", "A", "B"]), inner, max_size=4),

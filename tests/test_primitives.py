@@ -345,7 +345,8 @@ def test_simpson_machine_two_singletons():
     singles = [s for s in P.enumerate_valid_sets(g, ["A", "B", "W"], lambda z: P.is_backdoor_set(g, "X", "Y", z))
                if len(s) == 1]
     assert singles == [frozenset({"A"}), frozenset({"B"})]
-    assert P.minimal_sets(P.enumerate_valid_sets(g, ["A", "B", "W"], lambda gg, z: P.is_backdoor_set(gg, "X", "Y", z))) == singles
+    valid = P.enumerate_valid_sets(g, ["A", "B", "W"], lambda gg, z: P.is_backdoor_set(gg, "X", "Y", z))
+    assert P.minimal_sets(valid) == singles
 
 
 # ---- cycles, reachability, mediators, ancestors ------------------------------------------------

@@ -37,7 +37,8 @@ class Recording:
 
 @pytest.fixture(scope="module")
 def pools(tiny_model_dir, tmp_path_factory):
-    shared = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir, k=2, max_tokens=12)
+    shared = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
+                         k=2, max_tokens=12)
     root = tmp_path_factory.mktemp("refine") / "pool"
     shutil.copytree(shared.root, root)
     (root / "FROZEN").unlink()

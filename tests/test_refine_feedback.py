@@ -43,7 +43,8 @@ def test_feedback_lines_match_failed_slots_for_every_family(task):
 
 
 def test_backdoor_descendant_reason_reaches_feedback():
-    p = next(q for q in generate("backdoor_set", 20, GenConfig(seed=5)) if q.graph.children(q.query["treatment"]) - {q.query["outcome"]})
+    p = next(q for q in generate("backdoor_set", 20, GenConfig(seed=5))
+             if q.graph.children(q.query["treatment"]) - {q.query["outcome"]})
     x = p.query["treatment"]
     m = sorted(p.graph.children(x) - {p.query["outcome"]})[0]
     sp = strip_problem(p)
@@ -82,8 +83,8 @@ def test_redaction_hides_valid_objects_and_decisions():
                         assert "{" + ", ".join(sorted(v)) + "}" not in fb.split("STRATEGY", 1)[1].split("\n")[0]
             break
     assert hit >= 1
-    assert redact("the correct decision is yes", "", strip_problem(generate("intervention_reachability", 1, GenConfig(seed=1))[0])) \
-        == "the returned decision is wrong"
+    problem = strip_problem(generate("intervention_reachability", 1, GenConfig(seed=1))[0])
+    assert redact("the correct decision is yes", "", problem) == "the returned decision is wrong"
 
 
 def test_constructed_feedback_never_reads_the_source_graph():

@@ -45,7 +45,8 @@ def test_agreement_unanimous_split_and_unparsed():
 
 
 def _row(pid, src, ag, ex, ve, level="L1"):
-    return {"problem_id": pid, "source_id": src, "level": level, "agreement": ag, "extract_correct": ex, "verify_correct": ve}
+    return {"problem_id": pid, "source_id": src, "level": level, "agreement": ag, "extract_correct": ex,
+            "verify_correct": ve}
 
 
 def test_threshold_chosen_on_dev_only():
@@ -96,7 +97,8 @@ def test_route_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     from calver.cli import main
     from calver.infer.refine.small_pools import demo_problems, sample_pool
 
-    pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir, k=2, max_tokens=12)
+    pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
+                       k=2, max_tokens=12)
     out = tmp_path / "route"
     assert main(["route", "--pool", str(pool.root), "--draws", "200", "--out", str(out)]) == 0
     res = json.loads((out / "route.json").read_text())

@@ -23,7 +23,8 @@ ADMG = CausalGraph.build(["A", "B", "C", "D", "X", "Y", "M"],
 def _problems():
     ps = [Problem(task="backdoor_set", query={"treatment": "Smoking", "outcome": "Cancer", "variant": "any"}, graph=G,
                   id="toy")]
-    ps.append(Problem(task="mediator", query={"treatment": "X", "outcome": "Y", "variant": "all"}, graph=ADMG, id="admg"))
+    ps.append(Problem(task="mediator", query={"treatment": "X", "outcome": "Y", "variant": "all"},
+                      graph=ADMG, id="admg"))
     try:
         from calver.data_gen.bnlearn import bnlearn_problems
 
@@ -112,7 +113,8 @@ def test_risky_names_are_quoted():
 def test_extractor_negation_and_relative_clauses():
     v = ["A", "B", "C", "D"]
     text = ('"A" drives "B", which in turn affects "C". "D", which is logged with "A", depends on "C". '
-            '"A" has no direct effect on "D". Because of "B", "D" tends to shift. "A" and "C" share a hidden common cause.')
+            '"A" has no direct effect on "D". Because of "B", "D" tends to shift. '
+            '"A" and "C" share a hidden common cause.')
     g = extract_graph(text, v)
     assert g.directed == {("A", "B"), ("B", "C"), ("C", "D"), ("B", "D")}
     assert g.bidirected == {("A", "C")}

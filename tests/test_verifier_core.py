@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def bd_problem(edges: str, x="X", y="Y", variant="any", kind=None) -> Problem:
-    return Problem(task="backdoor_set", graph=parse_graph(edges, kind=kind), query={"treatment": x, "outcome": y, "variant": variant})
+    return Problem(task="backdoor_set", graph=parse_graph(edges, kind=kind),
+                   query={"treatment": x, "outcome": y, "variant": variant})
 
 
 CONFOUNDED = "W -> Z, Z -> X, Z -> Y, X -> M, M -> Y, X -> Y"
@@ -96,7 +97,8 @@ def test_descendant_trap():
 
 
 def test_front_door_graph():
-    p = Problem(task="frontdoor_set", graph=parse_graph("X -> M, M -> Y, X <-> Y"), query={"treatment": "X", "outcome": "Y"})
+    p = Problem(task="frontdoor_set", graph=parse_graph("X -> M, M -> Y, X <-> Y"),
+                query={"treatment": "X", "outcome": "Y"})
     assert grade(p, {"M"}) and not grade(p, set())
     bd = bd_problem("X -> M, M -> Y, X <-> Y")
     assert not grade(bd, set()) and not grade(bd, {"M"})
@@ -150,7 +152,8 @@ def test_score_never_raises_on_arbitrary_text(text):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.sampled_from(["GRAPH:", "QUERY:", "STRATEGY:", "{", "}", "[", "(", ")", "->", "<->", "X", "Z", "valid", "\n", "=", ";", "backdoor_check(", "АВС", "Ｘ", "\u200b"]), max_size=300))
+@given(st.lists(st.sampled_from(["GRAPH:", "QUERY:", "STRATEGY:", "{", "}", "[", "(", ")", "->", "<->", "X", "Z",
+                                 "valid", "\n", "=", ";", "backdoor_check(", "АВС", "Ｘ", "\u200b"]), max_size=300))
 def test_score_never_raises_on_slot_shaped_noise(tokens):
     r = score(" ".join(tokens), PROBLEM)
     assert len(r.bits) == 6
@@ -176,7 +179,8 @@ def test_verifier_does_not_import_torch():
 
 def test_cli_verify_on_documented_example():
     out = subprocess.run(
-        [sys.executable, "-m", "calver.cli", "verify", "docs/examples/backdoor_problem.json", "docs/examples/backdoor_trace.txt"],
+        [sys.executable, "-m", "calver.cli", "verify",
+         "docs/examples/backdoor_problem.json", "docs/examples/backdoor_trace.txt"],
         check=True, capture_output=True, text=True, cwd=ROOT,
     )
     res = json.loads(out.stdout)

@@ -43,7 +43,8 @@ from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import Problem
 
 __all__ = ["available_networks", "network_path", "load_network", "ancestral_subgraph", "treatment_outcome_pairs",
-           "bnlearn_problems", "binarized_cpts", "binary_ate", "to_scm_cpts", "ate_problems", "cache_dir", "BNLEARN_TASKS"]
+           "bnlearn_problems", "binarized_cpts", "binary_ate", "to_scm_cpts", "ate_problems", "cache_dir",
+           "BNLEARN_TASKS"]
 
 CACHE_VERSION = 1
 BNLEARN_TASKS = ("backdoor_set", "frontdoor_set", "separation_set", "mediator", "intervention_reachability", "ate")

@@ -122,7 +122,8 @@ def cg2llm_problems(network: str | CausalGraph, task: str, n: int = 10, seed: in
         for enc in encodings:
             text = render_graph(ctx, enc)
             p = Problem(task=task, query=query, graph=ctx, mode="supplied",
-                        text=f"{text}\n\n{fam.question_text(fam.normalize_query(Problem(task=task, query=query, graph=ctx)))}",
+                        text=f"{text}\n\n"
+                             f"{fam.question_text(fam.normalize_query(Problem(task=task, query=query, graph=ctx)))}",
                         id=f"cg2llm-{name}-{task}-{variant if task == 'mediator' else 'do'}-{seed}-{u}-{enc}",
                         source_id=f"bnlearn-{name}",
                         meta={"source": "cg2llm", "network": name, "encoding": enc, "unit": u, **info})

@@ -50,26 +50,34 @@ def _variant(word: str | None) -> str:
     return "minimal" if word.lower() in ("minimal", "minimum", "smallest") else "maximal"
 
 
-_TREAT_OUT = (rf"(?:for|of)\s+(?:the\s+)?(?:effect\s+of\s+)?(?:treatment|exposure|cause)\s+(?:node\s+|variable\s+)?{_n('x')}"
+_TREAT_OUT = (rf"(?:for|of)\s+(?:the\s+)?(?:effect\s+of\s+)?(?:treatment|exposure|cause)\s+"
+              rf"(?:node\s+|variable\s+)?{_n('x')}"
               rf"\s*(?:,\s*)?(?:and|on|to)\s+(?:the\s+)?(?:outcome|effect)\s+(?:node\s+|variable\s+)?{_n('y')}")
 _TREAT_OUT2 = rf"(?:from|of)\s+(?:node\s+)?{_n('x')}\s+(?:to|on)\s+(?:node\s+)?{_n('y')}"
 _SET_WORDS = r"(?:valid\s+)?(?:(?:node\s?set|set\s+of\s+nodes|set|conditioning\s+set|separating\s+set|separator)\s+)"
 
 _PATTERNS: list[tuple[str, re.Pattern]] = [
     ("backdoor_set", re.compile(_FIND + _VARIANT + r"(?:valid\s+)?back-?\s?door\s+adjustment\s+set\s+"
-                                + rf"(?:{_TREAT_OUT}|{_TREAT_OUT2.replace('x>', 'x2>').replace('y>', 'y2>')})" + _TAIL, re.I)),
+                                + rf"(?:{_TREAT_OUT}|{_TREAT_OUT2.replace('x>', 'x2>').replace('y>', 'y2>')})"
+                                + _TAIL, re.I)),
     ("frontdoor_set", re.compile(_FIND + _VARIANT + r"(?:valid\s+)?front-?\s?door\s+adjustment\s+set\s+"
-                                 + rf"(?:{_TREAT_OUT}|{_TREAT_OUT2.replace('x>', 'x2>').replace('y>', 'y2>')})" + _TAIL, re.I)),
-    ("separation_set", re.compile(_FIND + _VARIANT + _SET_WORDS + r"(?:that|which)\s+(?:can\s+)?(?:[dm]-?\s?separates?|separates?)\s+"
-                                  r"(?:the\s+)?(?:nodes?\s+|variables?\s+)?(?P<xs>.+?)\s+(?:and|from)\s+(?:the\s+)?(?:nodes?\s+|variables?\s+)?"
+                                 + rf"(?:{_TREAT_OUT}|{_TREAT_OUT2.replace('x>', 'x2>').replace('y>', 'y2>')})"
+                                 + _TAIL, re.I)),
+    ("separation_set", re.compile(_FIND + _VARIANT + _SET_WORDS
+                                  + r"(?:that|which)\s+(?:can\s+)?(?:[dm]-?\s?separates?|separates?)\s+"
+                                  r"(?:the\s+)?(?:nodes?\s+|variables?\s+)?(?P<xs>.+?)\s+(?:and|from)\s+"
+                                  r"(?:the\s+)?(?:nodes?\s+|variables?\s+)?"
                                   r"(?P<ys>.+?)" + _TAIL, re.I)),
-    ("blocking_set", re.compile(_FIND + _VARIANT + _SET_WORDS + r"(?:that|which)\s+(?:can\s+)?blocks?\s+(?:the\s+)?path\s*:?\s*"
+    ("blocking_set", re.compile(_FIND + _VARIANT + _SET_WORDS
+                                + r"(?:that|which)\s+(?:can\s+)?blocks?\s+(?:the\s+)?path\s*:?\s*"
                                 r"(?P<path>.+?)" + _TAIL, re.I)),
     ("backdoor_path", re.compile(_FIND + r"(?:(?P<length>shortest|longest)\s+)?(?:valid\s+)?back-?\s?door\s+paths?\s+"
                                  + _TREAT_OUT2 + _TAIL, re.I)),
     ("path", re.compile(_FIND + r"(?:(?P<length>shortest|longest)\s+)?(?:valid\s+)?paths?\s+"
-                        + _TREAT_OUT2.replace("(?:from|of)", "(?:from|between)").replace("(?:to|on)", "(?:to|and)") + _TAIL, re.I)),
-    ("cycle_witness", re.compile(_FIND + r"(?:directed\s+)?cycle(?:\s+(?:in|of)\s+(?:this|the|the\s+given)\s+graph)?" + _TAIL, re.I)),
+                        + _TREAT_OUT2.replace("(?:from|of)", "(?:from|between)").replace("(?:to|on)", "(?:to|and)")
+                        + _TAIL, re.I)),
+    ("cycle_witness", re.compile(_FIND + r"(?:directed\s+)?cycle(?:\s+(?:in|of)\s+(?:this|the|the\s+given)\s+graph)?"
+                                 + _TAIL, re.I)),
 ]
 
 
@@ -232,7 +240,8 @@ def clear_item_to_problem(item: dict[str, Any]) -> tuple[Problem | None, str]:
             listed = parse_listed_answers(task, item["answer"])
         except (ValueError, GraphError, SyntaxError, TypeError):
             return None, "listed answer does not parse"
-    if task not in ("cycle_witness", "path", "backdoor_path") and isinstance(item.get("answer"), str) and item["answer"].strip() == "[]":
+    if (task not in ("cycle_witness", "path", "backdoor_path") and isinstance(item.get("answer"), str)
+            and item["answer"].strip() == "[]"):
         return None, "no valid answer listed (unsatisfiable query)"
     meta = dict(item)
     meta["listed_answers"] = [_jsonable(a) for a in listed]

@@ -38,7 +38,8 @@ _INTROS = (
     "On an island, every inhabitant is either {a_good}, who always tells the truth, or {a_bad}, who always lies.",
     "Each person you meet here is one of two kinds: {goods} always tell the truth and {bads} always lie.",
     "In this village there are only {goods}, who never lie, and {bads}, who never tell the truth.",
-    "Every speaker below is either {a_good} (every statement they make is true) or {a_bad} (every statement they make is false).",
+    "Every speaker below is either {a_good} (every statement they make is true) "
+    "or {a_bad} (every statement they make is false).",
 )
 MIN_PEOPLE, MAX_PEOPLE = 2, 10  # the corpus uses 2-8; 9-10 are supported (benchmarks)
 
@@ -105,7 +106,8 @@ def render_statement(f: Formula, speaker: str, good: str, bad: str, rng: Random)
         inner = f.arg
         a, b = lit(inner.left), lit(inner.right)  # type: ignore[union-attr]
         if inner.op == "or":  # type: ignore[union-attr]
-            s = rng.choice((f"neither is it true that {a} nor that {b}", f"it is false that {a}, and it is also false that {b}"))
+            s = rng.choice((f"neither is it true that {a} nor that {b}",
+                            f"it is false that {a}, and it is also false that {b}"))
         else:
             s = rng.choice((f"it is not the case that both {a} and {b}", f"{a} and {b} are not both true"))
     else:
@@ -121,7 +123,8 @@ def render_statement(f: Formula, speaker: str, good: str, bad: str, rng: Random)
 
 # ---- puzzles --------------------------------------------------------------------------------------------
 def generate_kk(n_people: int, idx: int, seed: int = 0, max_tries: int = 2000) -> Problem:
-    """One unique-solution puzzle with ``n_people`` (2–8; up to 10 supported) people, seeded per ``(n_people, seed, idx)``."""
+    """One unique-solution puzzle with ``n_people`` (2–8; up to 10 supported) people, seeded per
+    ``(n_people, seed, idx)``."""
     if not MIN_PEOPLE <= n_people <= MAX_PEOPLE:
         raise ValueError(f"n_people must be in [{MIN_PEOPLE}, {MAX_PEOPLE}], got {n_people}")
     rng = item_rng(f"knights_knaves/{n_people}", seed, idx)  # string-keyed: (seed, idx) pairs never share an rng
@@ -147,14 +150,16 @@ def generate_kk(n_people: int, idx: int, seed: int = 0, max_tries: int = 2000) -
         raise RuntimeError(f"no unique-solution puzzle after {max_tries} tries")
     order = list(people)
     rng.shuffle(order)
-    intro = rng.choice(_INTROS).format(a_good=_article(good), a_bad=_article(bad), goods=_plural(good), bads=_plural(bad))
+    intro = rng.choice(_INTROS).format(a_good=_article(good), a_bad=_article(bad),
+                                       goods=_plural(good), bads=_plural(bad))
     lines = [intro, f"You meet {len(people)} inhabitants: {', '.join(people)}."]
     for p in order:
         verb = rng.choice(_VERBS)
         lines.append(f'{p} {verb}: "{render_statement(stmts[p], p, good, bad, rng)}."')
     lines.append(f"Who is {_article(good)} and who is {_article(bad)}?")
     if (good, bad) != ("knight", "knave"):
-        lines.append(f"(In the formal slots write knight(NAME) for {_article(good)} and knave(NAME) for {_article(bad)}.)")
+        lines.append(f"(In the formal slots write knight(NAME) for {_article(good)} "
+                     f"and knave(NAME) for {_article(bad)}.)")
     return Problem(
         task="knights_knaves",
         query={"people": list(people), "question": "roles"},

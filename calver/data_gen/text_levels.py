@@ -48,7 +48,8 @@ DOMAINS: dict[str, dict[str, list[str]]] = {
                   "Doctors at a regional hospital wrote down what they learned about their patients."],
         "facts": ["{a} was recorded at every visit.", "{a} is measured with a standard bedside test.",
                   "Nurses chart {a} twice a day.", "The protocol lists {a} among the routine measurements."],
-        "pairs": ["{a} and {b} are reported on the same lab sheet.", "{a} and {b} were discussed at the weekly meeting."],
+        "pairs": ["{a} and {b} are reported on the same lab sheet.",
+                  "{a} and {b} were discussed at the weekly meeting."],
         "outside": ["Staff shortages affect how quickly the charts are updated.",
                     "Cold weather drives up the number of admissions."],
         "apposition": ["which is charted by the nurses", "which the ward measures every morning"],
@@ -118,8 +119,10 @@ _L1_FRM = ["There is a direct causal link from {a} to {b}.", "The graph has a di
            "There is an arrow from {a} to {b}.", "The model contains a causal arrow from {a} to {b}."]
 _BI_T = ["{a} and {b} share a hidden common cause.", "{a} and {b} are confounded by an unmeasured factor.",
          "An unobserved factor influences both {a} and {b}.", "There is latent confounding between {a} and {b}."]
-_L2_MECH = ["{v} is determined by {P}.", "{v} is computed as a function of {P}.", "The mechanism for {v} takes {P} as {inp}.",
-            "To produce {v}, the process combines {P}.", "{v} takes its value from {P}.", "The value of {v} is set by {P}.",
+_L2_MECH = ["{v} is determined by {P}.", "{v} is computed as a function of {P}.",
+            "The mechanism for {v} takes {P} as {inp}.",
+            "To produce {v}, the process combines {P}.", "{v} takes its value from {P}.",
+            "The value of {v} is set by {P}.",
             "{v} responds directly to {P}.", "In computing {v}, the model uses {P}.", "{v} is generated from {P}."]
 _L2_MECH_PLURAL = ["{P} are the inputs to {v}.", "{P} are the direct causes of {v}."]
 _L2_EXO = ["{v} is exogenous.", "{v} is set externally.", "{v} is an external input to the system.",

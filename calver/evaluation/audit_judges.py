@@ -122,7 +122,8 @@ def edge_deletion(trace: str, problem: Problem, sc: TraceScore | None = None) ->
 
     def reduced(e):
         kind, (a, b) = e
-        return g.with_edges(remove_directed=[(a, b)] if kind == "d" else (), remove_bidirected=[(a, b)] if kind == "b" else ())
+        return g.with_edges(remove_directed=[(a, b)] if kind == "d" else (),
+                            remove_bidirected=[(a, b)] if kind == "b" else ())
 
     chosen, flips = edges[0], False
     if sc.answer is not None:
@@ -151,13 +152,15 @@ def make_variants(trace: str, problem: Problem, seed: int = 0) -> dict[str, dict
     the returned answer valid on the reduced graph)."""
     sc = score(trace, problem)  # every corruption reads this one parse (slots, graphs, answer)
     out: dict[str, dict[str, Any]] = {"clean": {"text": trace, "expected_reject": False}}
-    for name, fn in (("answer_swap", swap_or_none), ("consistent_swap", consistent_swap), ("strategy_only", strategy_only)):
+    for name, fn in (("answer_swap", swap_or_none), ("consistent_swap", consistent_swap),
+                     ("strategy_only", strategy_only)):
         t = fn(trace, problem, seed, sc)
         if t is not None and t != trace:
             out[name] = {"text": t, "expected_reject": True}
     ed = edge_deletion(trace, problem, sc)
     if ed is not None:
-        out["edge_deletion"] = {"text": ed[0], "expected_reject": True if (problem.mode == "supplied" or ed[1]) else None}
+        out["edge_deletion"] = {"text": ed[0],
+                                "expected_reject": True if (problem.mode == "supplied" or ed[1]) else None}
     t = truncation(trace, problem, sc)
     if t is not None:
         out["truncation"] = {"text": t, "expected_reject": True}
@@ -170,7 +173,8 @@ def swap_or_none(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | N
 
 
 # ---- sources ---------------------------------------------------------------------------------------------
-def source_traces(pool: Pool, sources: Sequence[str] = ("pool", "canonical"), k: int | None = None) -> list[dict[str, Any]]:
+def source_traces(pool: Pool, sources: Sequence[str] = ("pool", "canonical"),
+                  k: int | None = None) -> list[dict[str, Any]]:
     """Max-score, correct traces: the pool's (first per unit) and/or each problem's canonical trace."""
     problems, graded = pool.problems(), grading_problems(pool)
     stripped = {pid: strip_problem(p) for pid, p in problems.items()}
@@ -181,7 +185,8 @@ def source_traces(pool: Pool, sources: Sequence[str] = ("pool", "canonical"), k:
             for i, t in enumerate(u.texts):
                 ts = score(t, sp)
                 if ts.max_score and is_correct(gp, ts.answer):
-                    out.append({"problem_id": u.problem_id, "source_id": u.source_id, "origin": f"pool:{u.seed}:{i}", "text": t})
+                    out.append({"problem_id": u.problem_id, "source_id": u.source_id,
+                                "origin": f"pool:{u.seed}:{i}", "text": t})
                     break
     if "canonical" in sources:
         for pid, p in problems.items():
@@ -206,7 +211,8 @@ def canonical_for(problem: Problem) -> str | None:
 
 # ---- scorers ---------------------------------------------------------------------------------------------
 def _views(items, problems):
-    return [SelectorView(problem_id=it["problem_id"], seed=0, problem=problems[it["problem_id"]], texts=(), candidate_index=())
+    return [SelectorView(problem_id=it["problem_id"], seed=0, problem=problems[it["problem_id"]], texts=(),
+                         candidate_index=())
             for it in items]
 
 
@@ -231,7 +237,8 @@ def score_items(items: list[dict[str, Any]], problems: dict[str, Problem], *, pr
     if judge_sampler is not None:
         from calver.infer.selectors import JudgeSelector
 
-        vals = JudgeSelector(sampler=judge_sampler, max_tokens=judge_max_tokens).score_pairs(_views(items, problems), pairs)
+        vals = JudgeSelector(sampler=judge_sampler, max_tokens=judge_max_tokens).score_pairs(
+            _views(items, problems), pairs)
         for it, s in zip(items, vals):
             it["scores"]["judge"] = float(s)
             it["accept"]["judge"] = bool(not math.isnan(s) and s >= judge_threshold)
@@ -240,9 +247,10 @@ def score_items(items: list[dict[str, Any]], problems: dict[str, Problem], *, pr
 
 
 # ---- the run -----------------------------------------------------------------------------------------------
-def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_sampler=None, judge_threshold: float = 0.5,
-              judge_max_tokens: int = 16, sources: Sequence[str] = ("pool", "canonical"), max_sources: int | None = None,
-              seed: int = 0, draws: int = 2000, out: str | Path | None = None, log=lambda m: None) -> dict[str, Any]:
+def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_sampler=None,
+              judge_threshold: float = 0.5, judge_max_tokens: int = 16, sources: Sequence[str] = ("pool", "canonical"),
+              max_sources: int | None = None, seed: int = 0, draws: int = 2000, out: str | Path | None = None,
+              log=lambda m: None) -> dict[str, Any]:
     """Corrupt every source trace, score all variants, write ``audit_judges.{json,md}`` and
     ``audit_items.jsonl`` under ``out``. ``max_sources`` keeps the first N source traces."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
@@ -251,7 +259,8 @@ def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_s
     items = []
     for j, s in enumerate(srcs):
         for name, v in make_variants(s["text"], problems[s["problem_id"]], seed).items():
-            items.append({**s, "trace_id": j, "variant": name, "text": v["text"], "expected_reject": v["expected_reject"]})
+            items.append({**s, "trace_id": j, "variant": name, "text": v["text"],
+                          "expected_reject": v["expected_reject"]})
     log(f"audit: {len(srcs)} source trace(s), {len(items)} variant(s)")
     scorers = score_items(items, problems, prm=prm, prm_threshold=prm_threshold, judge_sampler=judge_sampler,
                           judge_threshold=judge_threshold, judge_max_tokens=judge_max_tokens)
@@ -271,7 +280,8 @@ def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_s
     return result
 
 
-def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, draws: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
+def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, draws: int = 2000,
+                     seed: int = 0) -> list[dict[str, Any]]:
     """One row per (scorer, variant): acceptance rate and its delta vs clean (paired by source trace)."""
     clean = {it["trace_id"]: it for it in items if it["variant"] == "clean"}
     rows = []
@@ -283,7 +293,8 @@ def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, dra
             acc = [float(it["accept"][sc]) for it in its]
             cl = [float(clean[it["trace_id"]]["accept"][sc]) for it in its]
             clusters = [it["source_id"] for it in its]
-            row = {"scorer": sc, "variant": var, "n": len(its), "acceptance": mean_ci(acc, clusters, draws=draws, seed=seed),
+            row = {"scorer": sc, "variant": var, "n": len(its),
+                   "acceptance": mean_ci(acc, clusters, draws=draws, seed=seed),
                    "mean_score": sum(it["scores"][sc] for it in its) / len(its)}
             if var != "clean":
                 row["delta_vs_clean"] = paired_diff_ci(acc, cl, clusters, draws=draws, seed=seed)
@@ -291,7 +302,8 @@ def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, dra
                 exp = [it["expected_reject"] for it in its if it["expected_reject"] is not None]
                 row["expected_acceptance"] = sum(1 for e in exp if e is False) / len(exp) if exp else None
                 row["undetermined"] = len(its) - len(exp)
-                row["determined_acceptance"] = (sum(it["accept"]["verifier"] for it in its if it["expected_reject"] is not None)
+                row["determined_acceptance"] = (sum(it["accept"]["verifier"] for it in its
+                                                    if it["expected_reject"] is not None)
                                                 / len(exp)) if exp else None
             rows.append(row)
     return rows
@@ -299,12 +311,15 @@ def acceptance_table(items: list[dict[str, Any]], scorers: Sequence[str], *, dra
 
 def verifier_matches(items: list[dict[str, Any]]) -> bool:
     """The verifier rejects every variant expected rejected and accepts every clean control."""
-    return all(it["accept"]["verifier"] != bool(it["expected_reject"]) for it in items if it["expected_reject"] is not None)
+    return all(it["accept"]["verifier"] != bool(it["expected_reject"])
+               for it in items if it["expected_reject"] is not None)
 
 
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"# Judge / PRM audit by deterministic corruption ({result['n_source_traces']} max-score source traces)", "",
-             "| scorer | variant | n | acceptance % [95% CI] | Δ vs clean pp [95% CI] | verifier: expected % on determined items |",
+    lines = [f"# Judge / PRM audit by deterministic corruption ({result['n_source_traces']} max-score source traces)",
+             "",
+             "| scorer | variant | n | acceptance % [95% CI] | Δ vs clean pp [95% CI] "
+             "| verifier: expected % on determined items |",
              "|---|---|---|---|---|---|"]
     for r in result["table"]:
         exp = ""

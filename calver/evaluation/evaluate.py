@@ -18,7 +18,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from calver.evaluation import audit_runs
-from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, DEFAULT_CLUSTER_KEY, HEADLINE_DRAWS, mean_ci, paired_diff_ci
+from calver.evaluation.bootstrap import (
+    DECOMPOSITION_DRAWS,
+    DEFAULT_CLUSTER_KEY,
+    HEADLINE_DRAWS,
+    mean_ci,
+    paired_diff_ci,
+)
 from calver.evaluation.metrics import (
     BUILTIN_SELECTORS,
     TIE_AUDIT,
@@ -132,7 +138,8 @@ def evaluate_units(
         "target_acc_in_fragmented": float(a[frag].mean()) if frag.any() else float("nan"),
         "baseline_acc_in_fragmented": float(b[frag].mean()) if frag.any() else float("nan"),
         "target_acc_outside_fragmented": float(a[covered & ~frag].mean()) if (covered & ~frag).any() else float("nan"),
-        "baseline_acc_outside_fragmented": float(b[covered & ~frag].mean()) if (covered & ~frag).any() else float("nan"),
+        "baseline_acc_outside_fragmented": (float(b[covered & ~frag].mean()) if (covered & ~frag).any()
+                                            else float("nan")),
         "target_acc_in_invalid_plurality": float(a[uniq].mean()) if uniq.any() else float("nan"),
         "gain_in_fragmented": (paired_diff_ci(a, b, clusters, draws=decomp_draws, seed=seed, mask=frag)
                                if frag.any() else None),

@@ -68,8 +68,8 @@ def render_markdown(res: dict[str, Any], figures: dict[str, str]) -> str:
          "gains are computed from unrounded values (results.json).", "",
          "## Selection accuracy (%)", ""]
     rows = [[n, ci_text(r), str(r["n_units"]), str(r["draws"])] for n, r in res["accuracy"].items()]
-    rows.append(["*candidate coverage (ceiling, not a selector)*", ci_text(res["coverage"]), str(res["coverage"]["n_units"]),
-                 str(res["coverage"]["draws"])])
+    rows.append(["*candidate coverage (ceiling, not a selector)*", ci_text(res["coverage"]),
+                 str(res["coverage"]["n_units"]), str(res["coverage"]["draws"])])
     L += _table(["selector", "accuracy [95% CI]", "n", "draws"], rows)
     L += ["", f"## Paired gains of `{res['target']}` (pp)", ""]
     L += _table(["vs", "gain [95% CI]", "cluster key", "draws"],
@@ -77,26 +77,32 @@ def render_markdown(res: dict[str, Any], figures: dict[str, str]) -> str:
     t = res["tie_audit"]
     L += ["", "## Tie-rule audit (CALVER)", "", f"Units with a tied maximum score: {t['n_tied_units']}.", ""]
     L += _table(["tie rule", "accuracy [95% CI]", "draws"],
-                [[n.replace("calver_", ""), ci_text(t[n]), str(t[n]["draws"])] for n in ("calver_first", "calver_best", "calver_worst")])
+                [[n.replace("calver_", ""), ci_text(t[n]), str(t[n]["draws"])]
+                 for n in ("calver_first", "calver_best", "calver_worst")])
     L += ["", f"Best-worst band: {ci_text(t['band'], True)} pp."]
     L += ["", f"## Repair decomposition vs `{res['baseline']}`", ""]
     L += _table(["pools", "n", "repairs", "new errors", "ratio", "net gain (pp) [95% CI]"],
-                [[k, str(d["n"]), str(d["repairs"]), str(d["new_errors"]), num(d["ratio"], 2), ci_text(d["net_gain_ci"], True)]
+                [[k, str(d["n"]), str(d["repairs"]), str(d["new_errors"]), num(d["ratio"], 2),
+                  ci_text(d["net_gain_ci"], True)]
                  for k, d in res["decomposition"].items()])
     f = res["fragmentation"]
     L += ["", "## Fragmentation condition", "",
-          f"Pools with >= 1 valid candidate: {f['n_covered']}; fragmented (an invalid answer has strictly more mass than "
-          f"every individual valid answer): {f['n_fragmented']} ({pct(f['frac_of_covered'])}%); invalid unique plurality: "
+          f"Pools with >= 1 valid candidate: {f['n_covered']}; "
+          f"fragmented (an invalid answer has strictly more mass than "
+          f"every individual valid answer): {f['n_fragmented']} ({pct(f['frac_of_covered'])}%); "
+          f"invalid unique plurality: "
           f"{f['n_invalid_unique_plurality']} (CALVER valid in {pct(f['target_acc_in_invalid_plurality'])}%).", ""]
     L += _table(["stratum", "CALVER", "plurality", "gain (pp) [95% CI]"],
                 [["fragmented", pct(f["target_acc_in_fragmented"]), pct(f["baseline_acc_in_fragmented"]),
                   ci_text(f["gain_in_fragmented"], True)],
-                 ["covered, not fragmented", pct(f["target_acc_outside_fragmented"]), pct(f["baseline_acc_outside_fragmented"]),
-                  ci_text(f["gain_outside_fragmented"], True)]])
+                 ["covered, not fragmented", pct(f["target_acc_outside_fragmented"]),
+                  pct(f["baseline_acc_outside_fragmented"]), ci_text(f["gain_outside_fragmented"], True)]])
     c = res["calibration"]
-    L += ["", f"## Calibration at score >= {num(c['threshold'], 0) if isinstance(c['threshold'], float) else c['threshold']}", ""]
+    L += ["", "## Calibration at score >= "
+          f"{num(c['threshold'], 0) if isinstance(c['threshold'], float) else c['threshold']}", ""]
     L += _table(["candidates", "precision", "recall", "FPR", "coverage", "AUROC"],
-                [[str(c["n"]), num(c["precision"]), num(c["recall"]), num(c["fpr"]), num(c["coverage"]), num(c["auroc"])]])
+                [[str(c["n"]), num(c["precision"]), num(c["recall"]), num(c["fpr"]), num(c["coverage"]),
+                  num(c["auroc"])]])
     if "k_scaling" in res:
         k = res["k_scaling"]
         L += ["", "## K-prefix scaling (accuracy %)", ""]
@@ -123,7 +129,8 @@ def render_markdown(res: dict[str, Any], figures: dict[str, str]) -> str:
             ["answer swap (max-score)", f"{au['swap']['applied_max_score']} / {au['swap']['n_max_score']}",
              f"scores after: {au['swap']['distribution']}; lowered over all: {num(au['swap']['lowered_all_frac'])}"],
             ["witness damage (max-score)", f"{au['damage']['applied_max_score']} / {au['damage']['n_max_score']}",
-             f"scores after: {au['damage']['distribution']}; lowered over all: {num(au['damage']['lowered_all_frac'])}"],
+             f"scores after: {au['damage']['distribution']}; "
+             f"lowered over all: {num(au['damage']['lowered_all_frac'])}"],
         ])
     if res.get("ladder", {}).get("rungs"):
         lad = res["ladder"]

@@ -106,7 +106,8 @@ def _arm_table(rows: Sequence[dict[str, Any]], thr: float, draws: int, seed: int
     out = {name: mean_ci(v, clusters, draws=draws, seed=seed) for name, v in arms.items()}
     means = {name: sum(v) / len(v) for name, v in arms.items()}
     top = max(means.values())
-    return {"n": len(rows), "arms": out, "extract_share": sum(route(r["agreement"], thr) == "extract" for r in rows) / len(rows),
+    return {"n": len(rows), "arms": out,
+            "extract_share": sum(route(r["agreement"], thr) == "extract" for r in rows) / len(rows),
             "mean_agreement": sum(r["agreement"] for r in rows) / len(rows),
             "winners": [n for n, m in means.items() if m == top]}
 
@@ -123,18 +124,21 @@ def evaluate_router(dev_rows: Sequence[dict[str, Any]], test_rows: Sequence[dict
     per_level = {lv: _arm_table([r for r in test_rows if r["level"] == lv], thr, draws, seed) for lv in levels}
     per_level["all"] = _arm_table(test_rows, thr, draws, seed)
     return {**choice, "test_units": len(test_rows), "levels": per_level,
-            "dev_sources": sorted({r["source_id"] for r in dev_rows}), "test_sources": sorted({r["source_id"] for r in test_rows})}
+            "dev_sources": sorted({r["source_id"] for r in dev_rows}),
+            "test_sources": sorted({r["source_id"] for r in test_rows})}
 
 
 def markdown(result: dict[str, Any]) -> str:
     thr = result["threshold"]
     lines = [f"# Extract-or-verify router (threshold {thr:.3f} chosen on {result['dev_units']} dev units; "
              f"{result['test_units']} test units)", "",
-             "| level | n | router % [95% CI] | always extract % | always verify % | routed to extract % | mean agreement | winner |",
+             "| level | n | router % [95% CI] | always extract % | always verify % | routed to extract % "
+             "| mean agreement | winner |",
              "|---|---|---|---|---|---|---|---|"]
     for lv, t in result["levels"].items():
         a = t["arms"]
-        lines.append(f"| {lv} | {t['n']} | {ci_text(a['router'])} | {ci_text(a['always_extract'])} | {ci_text(a['always_verify'])} | "
+        lines.append(f"| {lv} | {t['n']} | {ci_text(a['router'])} | {ci_text(a['always_extract'])} | "
+                     f"{ci_text(a['always_verify'])} | "
                      f"{100 * t['extract_share']:.0f} | {t['mean_agreement']:.3f} | {', '.join(t['winners'])} |")
     lines += ["", "Intervals: clustered bootstrap by source_id. The threshold never sees the test split "
               "(dev and test share no problem or source id)."]
@@ -150,7 +154,8 @@ def run_route(dev_pool: Pool | str, test_pool: Pool | str | None = None, *, dev_
     else:
         test_rows = unit_outcomes(test_pool, k)
     result = evaluate_router(dev_rows, test_rows, draws=draws, seed=split_seed)
-    result["split"] = {"mode": "two_pools" if test_pool is not None else "by_source", "dev_frac": dev_frac, "seed": split_seed}
+    result["split"] = {"mode": "two_pools" if test_pool is not None else "by_source", "dev_frac": dev_frac,
+                       "seed": split_seed}
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

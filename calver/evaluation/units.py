@@ -97,7 +97,8 @@ def load_units(pool: Pool | str, k: int | None = None) -> list[UnitFacts]:
 
 
 def from_arrays(totals: Sequence[Sequence[int]], correct: Sequence[Sequence[bool]],
-                answer_keys: Sequence[Sequence[Hashable | None]], sources: Sequence[str] | None = None) -> list[UnitFacts]:
+                answer_keys: Sequence[Sequence[Hashable | None]],
+                sources: Sequence[str] | None = None) -> list[UnitFacts]:
     """Hand-built units for tests and synthetic studies (no texts, no problems)."""
     out = []
     for i, (t, c, a) in enumerate(zip(totals, correct, answer_keys)):

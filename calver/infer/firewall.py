@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from calver.infer.pool import PoolError
 from calver.verifier.problem import Problem
 
 # Keys (after lower-casing and '-'/' ' -> '_') that never reach a selector.
@@ -223,7 +224,7 @@ def make_views(pool, k: int | None = None, comparators: Sequence[str] = ()) -> l
         stored[name] = {u: _scores(name, row, u) for u, row in pool.selection(name).items()}
     try:
         context = pool.manifest().get("selector_context") or {}
-    except Exception:
+    except (PoolError, OSError, ValueError, AttributeError):  # no/unreadable/non-JSON/non-object manifest
         context = {}
     if not isinstance(context, Mapping):
         raise FirewallError("manifest 'selector_context' must be a mapping")
@@ -280,7 +281,8 @@ def check_view(view: SelectorView) -> None:
     if not all(isinstance(t, str) for t in view.texts) or len(view.texts) != len(view.candidate_index):
         hits.append("texts (must be one string per candidate index)")
     if hits:
-        raise FirewallError(f"unit {view.problem_id}/{view.seed}: forbidden field(s) in selector input: {', '.join(hits)}")
+        raise FirewallError(f"unit {view.problem_id}/{view.seed}: forbidden field(s) in selector input: "
+                            f"{', '.join(hits)}")
 
 
 def view_hash(views: Iterable[SelectorView]) -> str:

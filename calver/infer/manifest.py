@@ -39,7 +39,8 @@ def hash_dir(path: str | Path, mode: str = "full") -> str | None:
     if mode == "none" or not root.is_dir():
         return None
     h = hashlib.sha256()
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)):
+    for f in sorted(p for p in root.rglob("*")
+                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)):
         rel = f.relative_to(root).as_posix()
         size = f.stat().st_size
         h.update(f"{rel}\0{size}\0".encode())
@@ -106,7 +107,7 @@ def package_version(name: str) -> str | None:
             import importlib
 
             mod = importlib.import_module(name)
-        except Exception:
+        except Exception:  # noqa: BLE001 - importing runs the package's code; a broken install records no version
             return None
     v = getattr(mod, "__version__", None)
     return str(v) if v is not None else None
@@ -131,7 +132,8 @@ def corpus_hash(problem_rows: Iterable[dict[str, Any]]) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: dict[str, str], backend: str) -> dict[str, Any]:
+def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: dict[str, str],
+                   backend: str) -> dict[str, Any]:
     """The manifest of a pool sampled with ``cfg`` (a :class:`SampleConfig`) on ``backend``."""
     import calver
 
@@ -191,4 +193,5 @@ def fingerprint(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def mismatches(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     a, b = fingerprint(old), fingerprint(new)
-    return [k for k in FINGERPRINT_KEYS if json.dumps(a[k], sort_keys=True, default=str) != json.dumps(b[k], sort_keys=True, default=str)]
+    return [k for k in FINGERPRINT_KEYS
+            if json.dumps(a[k], sort_keys=True, default=str) != json.dumps(b[k], sort_keys=True, default=str)]

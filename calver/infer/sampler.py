@@ -56,7 +56,7 @@ def _cuda_available() -> bool:
         import torch
 
         return torch.cuda.is_available()
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001 - a broken torch/CUDA install means no CUDA  # pragma: no cover
         return False
 
 
@@ -149,7 +149,8 @@ class HFSampler(Sampler):
 
         super().__init__(model_path, adapter_path)
         self.device = device or ("cuda" if _cuda_available() else "cpu")
-        torch_dtype = getattr(torch, dtype) if dtype else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
+        torch_dtype = (getattr(torch, dtype) if dtype
+                       else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32))
         model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch_dtype)
         if self.adapter_path is not None:
             from peft import PeftModel
@@ -302,7 +303,7 @@ class VLLMSampler(Sampler):
         if llm is not None:
             try:
                 llm.llm_engine.engine_core.shutdown()
-            except Exception:
+            except Exception:  # noqa: BLE001 - best-effort teardown; the engine internals differ across vLLM versions
                 pass
             del llm
             import gc
@@ -314,7 +315,7 @@ def vllm_available() -> bool:
     try:
         importlib.import_module("vllm")
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken vLLM install raises more than ImportError; fall back to HF
         return False
 
 

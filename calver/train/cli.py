@@ -3,7 +3,8 @@
 Every ``--field value`` after the recipe overrides that field (TRL ``TrlParser`` conventions: YAML
 defaults, command line wins). For multi-GPU runs launch the module entry points with accelerate::
 
-    accelerate launch --config_file configs/accelerate/zero2.yaml -m calver.train.sft --config configs/sft/qwen2.5-7b-instruct.yaml
+    accelerate launch --config_file configs/accelerate/zero2.yaml -m calver.train.sft \\
+        --config configs/sft/qwen2.5-7b-instruct.yaml
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def add_commands(subparsers) -> None:
     sub.required = True
     for name, (*_, help_text) in TRAINERS.items():
         p = sub.add_parser(name, help=help_text, description=f"{help_text}. Unknown --field value arguments "
-                           "override the recipe's fields (SFTConfig/GRPOConfig/TrainingArguments, ModelConfig, calver's).")
+                           "override the recipe's fields "
+                           "(SFTConfig/GRPOConfig/TrainingArguments, ModelConfig, calver's).")
         p.add_argument("--config", required=True, help="YAML recipe (configs/%s/*.yaml)" % name)
         p.add_argument("--qlora", action="store_true", help="load the base in NF4 (double quant, bf16 compute) + LoRA")
         p.set_defaults(func=_run, overrides=[])

@@ -127,7 +127,8 @@ def build_prm_trainer(script_args, training_args, model_args, callbacks: Sequenc
     model = load_seq_cls(base, tok, **kw)
     if mode != "full":
         if q is not None:
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=training_args.gradient_checkpointing)
+            model = prepare_model_for_kbit_training(
+                model, use_gradient_checkpointing=training_args.gradient_checkpointing)
         model = get_peft_model(model, peft_config(model_args, task_type="SEQ_CLS"))
     train_mean = sum(e["label"] for e in train_ex) / len(train_ex)
     training_args.metric_for_best_model = training_args.metric_for_best_model or "rmse"

@@ -157,7 +157,7 @@ class VerifierReward:
             if reason is None:
                 try:
                     ts = score(text, prob)
-                except Exception as e:  # score fails closed on traces; anything else is a bug to surface
+                except Exception as e:  # noqa: BLE001 - score fails closed on traces; anything else is a bug to surface
                     reason = f"scorer error: {type(e).__name__}: {e}"
             if reason is not None:
                 rewards.append(None)

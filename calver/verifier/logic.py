@@ -423,7 +423,8 @@ def role_vocabulary(truthful: str, lying: str, people: Iterable[str] = ()) -> di
     for value, forms in both.items():
         for f in forms:
             if ROLE_WORDS.get(f, value) != value:
-                raise ValueError(f"role word {f!r} is the built-in word for the {'lying' if value else 'truthful'} role")
+                raise ValueError(f"role word {f!r} is the built-in word for the "
+                                 f"{'lying' if value else 'truthful'} role")
             if f in names_lower:
                 raise ValueError(f"role word {f!r} is also a person's name")
             if f in _RESERVED_ROLE_WORDS and ROLE_WORDS.get(f) is None:

@@ -75,7 +75,8 @@ def _sep_masks(g: CausalGraph, xs: Nodes, ys: Nodes, zs: Nodes) -> tuple[int, in
     if xm & ym:
         raise GraphError(f"X and Y must be disjoint; both contain {fmt_set(g, xm & ym)}")
     if zm & (xm | ym):
-        raise GraphError(f"the conditioning set Z may not contain X or Y nodes; it contains {fmt_set(g, zm & (xm | ym))}")
+        raise GraphError(f"the conditioning set Z may not contain X or Y nodes; "
+                         f"it contains {fmt_set(g, zm & (xm | ym))}")
     return xm, ym, zm
 
 
@@ -478,7 +479,8 @@ def is_maximal_valid(
     z = g.names(zm)
     extra = sorted(g.names(node_mask(g, candidates) & ~zm))
     if len(extra) > max_exhaustive:
-        raise GraphError(f"maximality check over {len(extra)} extra candidates exceeds the exhaustive limit {max_exhaustive}")
+        raise GraphError(f"maximality check over {len(extra)} extra candidates exceeds the exhaustive limit "
+                         f"{max_exhaustive}")
     if not call(g, z):
         return False
     return not any(call(g, z | frozenset(c)) for k in range(1, len(extra) + 1) for c in combinations(extra, k))

@@ -202,7 +202,8 @@ class StructureSelector(ScalarSelector):
                 query = get_family(v.problem.task).normalize_query(v.problem)
             except (KeyError, ProblemError):
                 query = None
-            memo = {t: float(sum(structure_bits(t, v.problem, slots=sp, graphs=graphs, query=query))) for t, sp in slots.items()}
+            memo = {t: float(sum(structure_bits(t, v.problem, slots=sp, graphs=graphs, query=query)))
+                    for t, sp in slots.items()}
             return [memo[t] for t in v.texts]
 
         return view.cached("structure", compute)
@@ -263,7 +264,8 @@ def consensus_graph(graphs: list[Any], problem: Problem):
 
 
 def _same_graph(a, b) -> bool:
-    return a.kind == b.kind and a.directed == b.directed and a.bidirected == b.bidirected and set(a.nodes) == set(b.nodes)
+    return (a.kind == b.kind and a.directed == b.directed and a.bidirected == b.bidirected
+            and set(a.nodes) == set(b.nodes))
 
 
 def solve_on(g, problem: Problem, memo: dict | None = None) -> str | None:
