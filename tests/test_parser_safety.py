@@ -76,7 +76,7 @@ def test_prose_relations_under_the_cap_are_still_the_full_product():
     assert len(d) == k * k and set(d) == set(product([f"a{i}" for i in range(k)], [f"b{i}" for i in range(k)]))
     # 200 x 200 = 40k edges from ~2 KB (under MAX_EDGES, but far more edges than characters): refused
     # before any edge is built, so a few KB of prose cannot cost 40k edge insertions per score
-    with pytest.raises(ParseError, match="two characters"):
+    with pytest.raises(ParseError, match="four characters"):
         _parse_prose(f"{_names('a', 200)} causes {_names('b', 200)}.")
 
 

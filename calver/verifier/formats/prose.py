@@ -62,9 +62,9 @@ def parse(text: str, hint=None):
     known, nodes, d, b, sent = (set(hint) if hint else None), [], [], [], []
     if len(text) > 500_000:
         raise ParseError("prose longer than 500000 characters")
-    # Honest prose spends a few characters per edge ("A causes B, C, D"): a list-times-list sentence
-    # that yields far more edges than the text has characters is refused before it is built.
-    budget = min(MAX_EDGES, len(text) // 2 + 32)
+    # Honest prose spends at least ~4 characters per edge ("A causes B, C, D"): a list-times-list
+    # sentence that yields more edges than that is refused before it is built (linear cost).
+    budget = min(MAX_EDGES, len(text) // 4 + 32)
     for m in _prose_lexer(tuple(hint or ())).finditer(text + "\n"):
         k, v = m.lastgroup, m.group()
         if k != "s":
@@ -143,7 +143,7 @@ def _prose_sentence(toks, known, nodes, d, b, budget=MAX_EDGES):
         n = {"decl": group, "fwd": len(subs) * group, "rev": len(subs) * group, "biw": len(subs) * group}.get(
             kind, group * (group - 1) // 2)
         if n + len(d) + len(b) > budget:
-            raise ParseError(f"too many edges in prose (more than {budget}: one per two characters of text)"
+            raise ParseError(f"too many edges in prose (more than {budget}: one per four characters of text)"
                              if budget < MAX_EDGES else "too many edges in prose")
         if kind == "decl":
             pairs = [(o, o, "n") for o in objs]
