@@ -249,6 +249,6 @@ def test_slot_memo_is_bounded(monkeypatch):
         rng.shuffle(edges)  # the same graph written in a new order: a new memo key each time
         assert score(replace_slot(base, "GRAPH", ", ".join(edges)), p).total == 6
         memo = scoring._PROBLEM_CACHE[id(p)][2]
-        held = sum(512 + 8 * len(k[1] or "") for k in memo if isinstance(k, tuple))
-        assert held <= scoring._MEMO_BUDGET
+        graph_chars = sum(len(k[1]) for k in memo if isinstance(k, tuple) and k[0] == "GRAPH")
+        assert 8 * graph_chars <= scoring._MEMO_BUDGET and len(memo) <= scoring._MEMO_BUDGET // 512 + 1
     assert len(memo) < 3000  # it was emptied at least once

@@ -48,7 +48,9 @@ class TraceContext:
     strategy_error: str = ""
     answer: Any = None
     answer_error: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # per-trace scratch (e.g. the predicate for b3/b5)
+    memo: dict[Any, Any] | None = None  # the problem's memo: results that depend only on problem + key
+    remember: Any = None  # remember(key, size, value): store in ``memo`` within its byte budget
 
 
 _UNSET = object()
@@ -82,6 +84,9 @@ class TaskFamily:
     # optional query keys (QUERY may omit them at the default)
     query_defaults: ClassVar[dict[str, str]] = {"variant": "any"}
     object_arg: ClassVar[str | None] = None  # derivation argument that repeats the STRATEGY object
+    # The slots whose text check_derivation reads (besides the problem and the verification object);
+    # when declared, the scorer computes the DERIVATION bit once per distinct such texts per problem.
+    derivation_reads: ClassVar[tuple[str, ...] | None] = None
     witness_arg: ClassVar[str | None] = None  # derivation argument listing witness paths
     # What generators and the firewall need to know (read by calver.data_gen / calver.infer.firewall):
     many_answers: ClassVar[bool] = False  # a query may have several valid objects (find-one-valid tasks)

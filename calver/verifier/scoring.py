@@ -62,15 +62,17 @@ _MEMO_BUDGET = 64 * 2**20
 _memo_charge = 0
 
 
-def _memo_put(memo: dict, key: tuple, text: str | None, value: Any) -> Any:
+def _memo_put(memo: dict, key: tuple, text: str | int | None, value: Any) -> Any:
+    """Store ``value`` under ``key``, charged for ``text`` (or a character count) against the budget."""
     global _memo_charge
-    _memo_charge += 512 + 8 * len(text or "")
+    cost = 512 + 8 * (text if isinstance(text, int) else len(text or ""))
+    _memo_charge += cost
     if _memo_charge > _MEMO_BUDGET:
         for _p, _q, m in _PROBLEM_CACHE.values():
             kept = {k: m[k] for k in ("source",) if k in m}  # per-problem, not per-text: keep
             m.clear()
             m.update(kept)
-        _memo_charge = 512 + 8 * len(text or "")
+        _memo_charge = cost
     memo[key] = value
     return value
 
@@ -119,7 +121,8 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
         return TraceScore([0] * 6, {s: f"unregistered task: {e.args[0]}" for s in SLOTS}, task=problem.task)
     query, memo = _problem_state(problem, family)
     slots = split_slots(trace_text)
-    ctx = TraceContext(problem=problem, query=query, slots=slots)
+    ctx = TraceContext(problem=problem, query=query, slots=slots, memo=memo)
+    ctx.remember = lambda key, size, value: _memo_put(memo, key, size, value)
     bits = [0] * 6
     reasons: dict[str, str] = {}
 
@@ -151,7 +154,7 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
     ctx.g_ver = family.verification_graph(problem, ctx.trace_graph, bits[0] == 1, source)
 
     # b2 query ------------------------------------------------------------------------------
-    qkey = ("QUERY", slots.get("QUERY"))
+    qkey = ("QUERY", slots.get("QUERY"), slots.problems.get("QUERY"))  # the reason differs by problem
     qcheck = memo.get(qkey)
     if qcheck is None:
         qcheck = _memo_put(memo, qkey, qkey[1], _safe(check_query, slots, family, problem, query))
@@ -169,7 +172,19 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
             setattr(ctx, attr + "_error", f"{slot} does not parse as a {family.answer_type}: {e}")
 
     record(2, "STRATEGY", _safe(family.check_strategy, ctx))
-    record(3, "DERIVATION", _safe(family.check_derivation, ctx))
+    reads = family.derivation_reads
+    if reads is None:
+        record(3, "DERIVATION", _safe(family.check_derivation, ctx))
+    else:
+        # The bit is a function of the slots it declares (text and parse problem), the problem and
+        # the verification object: a pool's candidates repeat them, so it is computed once.
+        parts = tuple((slots.get(s), slots.problems.get(s)) for s in reads)
+        dkey = ("DERIVATION", id(ctx.g_ver), parts)
+        hit = memo.get(dkey)
+        if hit is None or hit[0] is not ctx.g_ver:
+            size = sum(len(v or "") for v, _ in parts)
+            hit = _memo_put(memo, dkey, size, (ctx.g_ver, _safe(family.check_derivation, ctx)))
+        record(3, "DERIVATION", hit[1])
     record(4, "RESULT", _safe(family.check_result, ctx))
     record(5, "ANSWER", _safe(family.check_answer, ctx))
     return TraceScore(bits, reasons, ctx.answer, problem.task, grounded, slots, ctx.trace_graph, ctx.g_ver)

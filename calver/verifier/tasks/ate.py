@@ -64,6 +64,7 @@ class AteThreshold(TaskFamily):
     name = "ate_threshold"
     description = "decide whether the average treatment effect of treatment on outcome exceeds the threshold"
     operation = "backdoor_adjust"
+    derivation_reads = ("DERIVATION", "STRATEGY", "RESULT")  # effect = RESULT is part of the binding
     answer_type = "bool"
     graph_classes = (GraphClass.DAG,)
     data_payload_keys = frozenset({"cpts"})

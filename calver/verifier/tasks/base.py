@@ -95,6 +95,7 @@ class NodeSetFamily(TaskFamily):
     object_arg: ClassVar[str | None] = "set"  # derivation argument carrying the strategy set
     bound_args: ClassVar[tuple[str, ...]] = ()  # derivation arguments that must equal query values
     many_answers: ClassVar[bool] = True
+    derivation_reads = ("DERIVATION", "STRATEGY")  # binding + witness edges on the verification graph
 
     # ---- to implement ----------------------------------------------------------------------
     def base_violation(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str | None:
@@ -266,11 +267,21 @@ class NodeSetFamily(TaskFamily):
         return ctx.answer if ctx.answer is not None else ctx.strategy
 
     def _predicate_once(self, ctx: TraceContext, obj: Any) -> Check:
-        """b3 and b5 both evaluate the predicate on the returned object: compute it once per trace."""
+        """b3 and b5 both evaluate the predicate on the returned object: once per trace, and once per
+        problem for each (verification object, answer) a pool's candidates repeat."""
         key = ("predicate", self.canonical_answer_key(obj))
         hit = ctx.extra.get(key)
         if hit is None:
-            hit = ctx.extra[key] = self.predicate(ctx.g_ver, ctx.query, obj)
+            shared_key = (*key, id(ctx.g_ver))
+            shared = ctx.memo.get(shared_key) if ctx.memo is not None else None
+            if shared is not None and shared[0] is ctx.g_ver:
+                hit = shared[1]
+            else:
+                hit = self.predicate(ctx.g_ver, ctx.query, obj)
+                if ctx.remember is not None:
+                    size = len(key[1]) if isinstance(key[1], (frozenset, tuple)) else 0
+                    ctx.remember(shared_key, size, (ctx.g_ver, hit))
+            ctx.extra[key] = hit
         return hit
 
     # ---- bits ----------------------------------------------------------------------------------

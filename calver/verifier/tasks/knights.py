@@ -171,6 +171,7 @@ class KnightsKnaves(TaskFamily):
     name = "knights_knaves"
     description = "decide who is a knight (always tells the truth) and who is a knave (always lies)"
     operation = "truth_table"
+    derivation_reads = ("DERIVATION",)
     answer_type = "assignment"
     graph_classes = ()
     graph_label = "CONSTRAINTS"
