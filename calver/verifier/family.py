@@ -35,6 +35,11 @@ class Check:
 PASS = Check(True)
 
 
+class TooLargeToGrade(GraphError):
+    """An exact check whose search would exceed its work limit: it fails closed with this reason
+    (minimal/maximal subset searches, longest-path searches) rather than guess."""
+
+
 @dataclass
 class TraceContext:
     """Everything the bit checks of one trace may read. ``g_ver`` is the verification graph."""

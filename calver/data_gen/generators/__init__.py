@@ -35,7 +35,7 @@ from calver.data_gen.names import node_names
 from calver.data_gen.prompts import problem_text
 from calver.verifier.problem import Problem
 from calver.verifier.registry import get_family
-from calver.verifier.tasks.paths import TooLargeToGrade
+from calver.verifier.family import TooLargeToGrade
 
 __all__ = [
     "GENERATORS", "SPECS", "FamilySpec", "ConfigError", "GenConfig", "available_tasks", "canonical_answer",

@@ -14,7 +14,7 @@ from itertools import combinations
 from typing import Any, ClassVar, Iterator
 
 from calver.verifier.contract import format_kv, format_set
-from calver.verifier.family import PASS, Check, TaskFamily, TraceContext, node_order
+from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext, node_order
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.values import (  # noqa: F401  (cached_node_set / cached_path re-exported)
     cached_node_set,
@@ -25,10 +25,6 @@ from calver.verifier.values import (  # noqa: F401  (cached_node_set / cached_pa
 
 _BRACES = re.compile(r"\{[^{}]*\}")  # a node set written in free text
 _SEARCH_LIMIT = 1 << 16  # subsets one exhaustive minimal/maximal check may test before failing closed
-
-
-class TooLargeToGrade(Exception):
-    """An exhaustive minimal/maximal check would exceed ``_SEARCH_LIMIT`` subsets."""
 
 
 def parse_result_bool(text: str) -> bool:

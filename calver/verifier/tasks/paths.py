@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from calver.verifier.contract import format_path
-from calver.verifier.graph import CausalGraph, GraphError
-from calver.verifier.paths import bits
+from calver.verifier.graph import CausalGraph
+from calver.verifier.family import TooLargeToGrade
+from calver.verifier.paths import bits, union_of
 
 
 def _neighbours(g: CausalGraph, node: str):
@@ -59,10 +60,6 @@ _LONGEST_MEMO: dict[tuple, int | str | None] = {}
 _MEMO_MAX = 2048
 
 
-class TooLargeToGrade(GraphError):
-    """An exact path question whose search would extend more than :data:`WORK_LIMIT` partial paths."""
-
-
 def _skeleton(g: CausalGraph) -> list[int]:
     pm, cm, sm = g.parents_mask, g.children_mask, g.siblings_mask
     return [pm[i] | cm[i] | sm[i] for i in range(len(g.nodes))]
@@ -74,21 +71,12 @@ def _first_step(g: CausalGraph, ia: int, backdoor: bool) -> int:
     return (first if backdoor else first | g.children_mask[ia]) & ~(1 << ia)
 
 
-def _step(adj: list[int], frontier: int) -> int:
-    new = 0
-    while frontier:
-        low = frontier & -frontier
-        new |= adj[low.bit_length() - 1]
-        frontier ^= low
-    return new
-
-
 def _reach(adj: list[int], start: int, blocked: int, end: int) -> int:
     """Nodes reachable from mask ``start`` in >= 1 steps avoiding ``blocked`` and never continuing
     past ``end`` (a path stops there): the nodes a path from ``start`` to ``end`` may still use."""
     seen, frontier = 0, start
     while frontier:
-        new = _step(adj, frontier) & ~blocked & ~seen
+        new = union_of(adj, frontier) & ~blocked & ~seen
         seen |= new
         frontier = new & ~end
     return seen
@@ -110,7 +98,7 @@ def shortest_path_length(g: CausalGraph, a: str, b: str, backdoor: bool = False)
         if frontier >> ib & 1:
             return d
         seen |= frontier
-        frontier = _step(adj, frontier) & ~seen
+        frontier = union_of(adj, frontier) & ~seen
         d += 1
     return None
 
@@ -173,7 +161,7 @@ def _fits(adj: list[int], j: int, on: int, end: int, r: int) -> bool:
     seen, frontier, k, near = 0, 1 << j, 0, False
     while frontier:
         k += 1
-        new = _step(adj, frontier) & ~on & ~seen
+        new = union_of(adj, frontier) & ~on & ~seen
         if new & end:
             near = True
         elif not near and k >= r:
