@@ -56,10 +56,14 @@ def problem_json(problem: Problem) -> str:
     return _dumps(problem.to_dict())
 
 
-def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None) -> list[dict[str, Any]]:
+def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None, answers: str = "random",
+                witnesses: int | None = None) -> list[dict[str, Any]]:
+    """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``) and
+    ``witnesses`` caps their DERIVATION's witness paths."""
     rows = []
     for p in problems:
-        messages = render_prompt(p, encoding) + [{"role": "assistant", "content": canonical_trace(p)}]
+        trace = canonical_trace(p, answers, witnesses)
+        messages = render_prompt(p, encoding) + [{"role": "assistant", "content": trace}]
         rows.append({"id": p.id, "task": p.task, "source_id": p.source_id, "messages": messages})
     return rows
 
@@ -107,7 +111,8 @@ def _require_datasets():
 
 
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
-                   encoding: str | None = None, extra_card: dict[str, Any] | None = None) -> dict[str, Any]:
+                   encoding: str | None = None, extra_card: dict[str, Any] | None = None,
+                   answers: str = "random", witnesses: int | None = None) -> dict[str, Any]:
     """Write the dataset (see the module docstring); returns the manifest."""
     datasets = _require_datasets()
     out = Path(out_dir)
@@ -121,7 +126,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         raise ValueError(f"export_dataset: duplicate problem id {dup!r}")
 
     content_hash = _write_jsonl(out / "problems.jsonl", [p.to_dict() for p in problems])
-    sft, grpo = to_sft_rows(problems, encoding), to_grpo_rows(problems, encoding)
+    sft, grpo = to_sft_rows(problems, encoding, answers, witnesses), to_grpo_rows(problems, encoding)
     hashes = {"problems.jsonl": content_hash, "sft.jsonl": _write_jsonl(out / "sft.jsonl", sft),
               "grpo.jsonl": _write_jsonl(out / "grpo.jsonl", grpo)}
     bars = datasets.is_progress_bar_enabled()
@@ -146,6 +151,8 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         "seed": cfg_dict.get("seed") if cfg_dict else None,
         "config": cfg_dict,
         "encoding_override": encoding,
+        "sft_answers": answers,
+        "sft_witnesses": witnesses,
         "n_rows": len(problems),
         "tasks": dict(sorted(Counter(p.task for p in problems).items())),
         "content_hash": content_hash,

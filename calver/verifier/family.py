@@ -255,6 +255,24 @@ class TaskFamily:
         recomputed value in a reason would give the answer away."""
         return self.answer_type in ("bool", "number")
 
+    # ---- teaching --------------------------------------------------------------------------------
+    def rule_objects(self, g: Any, query: dict[str, Any]) -> Iterator[Any]:
+        """Objects a simple local rule proposes for a teaching trace, best first (not yet filtered by
+        the predicate). A policy learns a rule it can apply from the prompt (a parent set read off
+        the edge list); it cannot learn a draw from the validity class. Default: no rule."""
+        return iter(())
+
+    def rule_object(self, problem: Problem) -> Any:
+        """The first :meth:`rule_objects` proposal valid on the problem's source, or None."""
+        g = self.verification_object(problem)
+        if g is None:
+            return None
+        query = self.normalize_query(problem)
+        for obj in self.rule_objects(g, query):
+            if self.predicate(g, query, obj).ok:
+                return obj
+        return None
+
     # ---- validity ---------------------------------------------------------------------------
     def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
         """The task's semantic validity predicate on graph ``g``."""
@@ -384,7 +402,8 @@ class TaskFamily:
             pairs["graph"] = problem.graph_class.value
         return format_kv(pairs)
 
-    def canonical_trace(self, problem: Problem, obj: Any = None) -> str:
+    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         """A six-slot trace for answer ``obj`` (default: :meth:`default_object`) that scores 6 when
-        ``obj`` is valid."""
+        ``obj`` is valid. ``witnesses``: list at most that many witness paths in DERIVATION (families
+        that list none ignore it; None: the family's own number)."""
         raise NotImplementedError(f"{self.name} writes no canonical trace")

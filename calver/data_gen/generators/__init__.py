@@ -274,14 +274,30 @@ def generate(task: str, n: int, cfg: GenConfig, start: int = 0) -> list[Problem]
 
 
 # ---- canonical traces ----------------------------------------------------------------------
-def canonical_answer(problem: Problem) -> Any:
-    """A valid answer drawn (seeded by the problem id) from the problem's validity class."""
+ANSWER_CHOICES = ("random", "rule")
+
+
+def canonical_answer(problem: Problem, answers: str = "random") -> Any:
+    """A valid answer for the problem's canonical trace.
+
+    ``answers="random"``: drawn (seeded by the problem id) from the validity class, so SFT data
+    covers the class. ``"rule"``: the family's local rule (:meth:`TaskFamily.rule_object`, e.g. the
+    treatment's parents) when it gives a valid answer, else the random draw: a rule is what a small
+    policy can learn to apply from the prompt, a draw from the class is not.
+    """
+    if answers not in ANSWER_CHOICES:
+        raise ValueError(f"answers must be one of {ANSWER_CHOICES}, got {answers!r}")
+    if answers == "rule":
+        obj = get_family(problem.task).rule_object(problem)
+        if obj is not None:
+            return obj
     objs = validity_objects(problem)
     if not objs:
         raise ValueError(f"problem {problem.id!r} has an empty validity class")
     return random.Random(f"calver-trace/{problem.id}").choice(objs)
 
 
-def canonical_trace(problem: Problem) -> str:
-    """A six-slot trace that scores 6 by construction, for a randomly chosen valid answer."""
-    return get_family(problem.task).canonical_trace(problem, canonical_answer(problem))
+def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | None = None) -> str:
+    """A six-slot trace that scores 6 by construction, for a valid answer (see :func:`canonical_answer`);
+    ``witnesses`` caps the witness paths its DERIVATION lists (None: the family's number)."""
+    return get_family(problem.task).canonical_trace(problem, canonical_answer(problem, answers), witnesses=witnesses)

@@ -313,7 +313,7 @@ class AteThreshold(TaskFamily):
                     return frozenset(c)
         return frozenset(g.parents(x))
 
-    def canonical_trace(self, problem: Problem, obj: Any = None) -> str:
+    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         """A trace adjusting for ``obj`` when it is a set (default: :meth:`default_adjustment`);
         a bool ``obj`` is written as the ANSWER verbatim (it scores 6 iff it matches θ̂ vs τ)."""
         q = self.normalize_query(problem)

@@ -69,6 +69,10 @@ class BackdoorSet(SeparatorFamily):
     def is_base_valid(self, g, query, nodes):
         return is_backdoor_set(g, query["treatment"], query["outcome"], nodes)
 
+    def rule_objects(self, g, query):
+        # the treatment's parents: every backdoor path leaves X through one, as a non-collider
+        yield g.parents(query["treatment"]) - {query["outcome"]}
+
     def witness_paths(self, g, query, nodes):
         return backdoor_paths(g, query["treatment"], query["outcome"], limit=3)
 

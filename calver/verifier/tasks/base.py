@@ -344,15 +344,16 @@ class NodeSetFamily(TaskFamily):
         return PASS
 
     # ---- rendering -------------------------------------------------------------------------------
-    def derivation_slot(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str:
+    def derivation_slot(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str],
+                        witnesses: int | None = None) -> str:
         args: dict[str, Any] = {k: format_value(self.query_types[k], query[k]) for k in self.bound_args}
         args[self.object_arg] = self.format_object(nodes)
         if self.witness_arg:
-            paths = self.witness_paths(g, query, nodes)
+            paths = self.witness_paths(g, query, nodes)[:witnesses]
             args[self.witness_arg] = "[" + " | ".join(paths) + "]" if paths else "none"
         return f"{self.operation}({format_kv(args, ', ')})"
 
-    def canonical_trace(self, problem, obj: Any = None) -> str:
+    def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         from calver.verifier.contract import assemble_trace
 
         g = problem.graph
@@ -364,7 +365,8 @@ class NodeSetFamily(TaskFamily):
                 "GRAPH": g.to_text(),
                 "QUERY": self.query_slot(problem, query),
                 "STRATEGY": self.format_object(obj),
-                "DERIVATION": self.derivation_slot(g, query, obj),
+                "DERIVATION": (self.derivation_slot(g, query, obj) if witnesses is None
+                               else self.derivation_slot(g, query, obj, witnesses)),
                 "RESULT": "valid" if valid else "invalid",
                 "ANSWER": self.format_object(obj),
             }

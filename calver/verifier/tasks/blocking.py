@@ -94,11 +94,17 @@ class BlockingSet(NodeSetFamily):
                 return sub
         return None
 
+    def rule_objects(self, g, query):
+        # a path with a collider is blocked by the empty set; otherwise by any interior node
+        yield frozenset()
+        for n in query["path"][0][1:-1]:
+            yield frozenset([n])
+
     def witness_paths(self, g, query, nodes):
         path, types = query["path"]
         return [format_path(list(path), list(types) if types else None)]
 
-    def derivation_slot(self, g, query, nodes):
+    def derivation_slot(self, g, query, nodes, witnesses=None):
         return f"{self.operation}(path={self.witness_paths(g, query, nodes)[0]}, given={format_set(nodes)})"
 
     def check_derivation(self, ctx):

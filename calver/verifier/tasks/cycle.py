@@ -116,7 +116,7 @@ class CycleWitness(NodeSetFamily):
                 break
         return sorted(set(out), key=lambda c: (len(c), c))
 
-    def derivation_slot(self, g, query, obj):
+    def derivation_slot(self, g, query, obj, witnesses=None):
         return f"{self.operation}(cycle={self.format_object(obj)})"
 
     def question_text(self, query: dict[str, Any]) -> str:

@@ -81,6 +81,10 @@ class FrontdoorSet(NodeSetFamily):
             raise ProblemError("query fields 'treatment' and 'outcome' must differ")
         return q
 
+    def rule_objects(self, g, query):
+        # the treatment's children: every directed X -> ... -> Y path enters one first
+        yield g.children(query["treatment"]) - {query["outcome"]}
+
     def excluded(self, query: dict[str, Any]) -> frozenset[str]:
         return frozenset((query["treatment"], query["outcome"]))
 

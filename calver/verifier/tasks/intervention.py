@@ -164,7 +164,7 @@ class InterventionReachability(TaskFamily):
             return False
         return obj == self.truth(problem.graph, self.normalize_query(problem))
 
-    def canonical_trace(self, problem, obj: Any = None) -> str:
+    def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         """A trace answering ``obj`` (default: the correct decision) with a witness path when yes."""
         from calver.verifier.primitives import find_directed_path
 

@@ -395,7 +395,7 @@ class KnightsKnaves(TaskFamily):
         return PASS
 
     # ---- rendering ----------------------------------------------------------------------------------------
-    def canonical_trace(self, problem: Problem, obj: Any = None) -> str:
+    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         """A trace with the problem's constraints proposing ``obj`` (default: the solution)."""
         info = self.info(problem)
         people, cons, tt = info["people"], info["constraints"], info["tt"]

@@ -153,7 +153,7 @@ class _PathFamily(NodeSetFamily):
     def witness_ends(self, query):
         return tuple(query[k] for k in self.ends)
 
-    def derivation_slot(self, g, query, obj):
+    def derivation_slot(self, g, query, obj, witnesses=None):
         a, b = self.ends
         return f"{self.operation}({a}={query[a]}, {b}={query[b]}, path={self.format_object(obj)})"
 

@@ -44,6 +44,13 @@ class SeparationSet(SeparatorFamily):
             raise ProblemError("query fields 'x' and 'y' must be disjoint")
         return q
 
+    def rule_objects(self, g, query):
+        # local Markov property: a node is separated from its non-descendants by its parents
+        # (the union of both sides' parents first: valid in ~90% of generated DAG queries, one rule to learn)
+        ends = frozenset(query["x"]) | frozenset(query["y"])
+        px, py = (frozenset().union(*(g.parents(n) for n in query[side])) - ends for side in ("x", "y"))
+        yield from (px | py, px, py)
+
     def excluded(self, query: dict[str, Any]) -> frozenset[str]:
         return frozenset(query["x"]) | frozenset(query["y"])
 
