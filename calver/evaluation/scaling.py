@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
+from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
 from calver.evaluation.metrics import BUILTIN_SELECTORS, as_pick, coverage, selected_correct
 from calver.evaluation.units import UnitFacts
 from calver.infer.firewall import FirewallError, make_views
@@ -24,6 +24,11 @@ from calver.infer.selectors import SELECTORS
 K_GRID = (1, 2, 4, 8, 16, 32)
 UnitSelector = Callable[[UnitFacts], int]
 TextSelector = Callable[[Sequence[str], Any], Any]  # -> index (or a Selection)
+
+
+def _band(values, clusters, draws: int, seed: int) -> list[float]:
+    r = mean_ci(np.asarray(values, float), clusters, draws=draws, seed=seed)
+    return [r["ci_low"], r["ci_high"]]
 
 
 def usable_ks(units: Sequence[UnitFacts], ks: Sequence[int] = K_GRID) -> list[int]:
@@ -57,6 +62,7 @@ def k_curve(
         n for n in view_indices if n not in selectors and n not in text_selectors]
     clusters = [u.source_id for u in units]
     acc: dict[str, list[float]] = {n: [] for n in names}
+    band: dict[str, list[list[float]]] = {n: [] for n in names + ["coverage"]}  # clustered 95% CI per k
     cov: list[float] = []
     gaps: list[dict[str, Any] | None] = []
     for k in ks:
@@ -71,12 +77,15 @@ def k_curve(
                 idx = list(view_indices[n][k])
             outcome[n] = selected_correct(pre, idx)
             acc[n].append(float(outcome[n].mean()))
-        cov.append(float(coverage(pre).mean()))
+            band[n].append(_band(outcome[n], clusters, draws, seed))
+        covered = coverage(pre)
+        cov.append(float(covered.mean()))
+        band["coverage"].append(_band(covered, clusters, draws, seed))
         if target in outcome and baseline in outcome:
             gaps.append(paired_diff_ci(outcome[target], outcome[baseline], clusters, draws=draws, seed=seed))
         else:
             gaps.append(None)
-    return {"ks": ks, "accuracy": acc, "coverage": cov, "gap": gaps, "target": target, "baseline": baseline,
+    return {"ks": ks, "accuracy": acc, "coverage": cov, "ci": band, "gap": gaps, "target": target, "baseline": baseline,
             "n_units": len(units), "n_clusters": len(set(clusters))}
 
 

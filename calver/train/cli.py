@@ -12,7 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from calver.config import ConfigError, add_command, cfg_field, check_types
 
 TRAINERS = {
     "sft": ("calver.train.sft_config", "load_sft_config", "calver.train.sft", "run_sft",
@@ -37,8 +41,6 @@ class _OverridesParser(argparse.ArgumentParser):
 def _run(args: argparse.Namespace) -> int:
     import importlib
 
-    from calver.config import ConfigError
-
     cfg_mod, cfg_fn, run_mod, run_fn, _ = TRAINERS[args.train_command]
     overrides = list(args.overrides or [])
     if args.qlora:
@@ -54,8 +56,55 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass
+class TinyModelConfig:
+    """``calver tiny-model``: a random-init Qwen2 policy and its tokenizer, built locally (no hub)."""
+
+    out: str = cfg_field("runs/tiny_model", help="output directory (what configs/*/tiny-cpu.yaml point at)")
+    hidden: int = cfg_field(128, help="hidden size (hidden / heads must be 64 for vLLM's CPU attention)")
+    layers: int = cfg_field(2, help="decoder layers")
+    heads: int = cfg_field(2, help="attention heads")
+    intermediate: int = cfg_field(512, help="MLP size")
+    vocab: int = cfg_field(800, help="BPE vocabulary target")
+    seed: int = cfg_field(0, help="seed of the weights")
+    dataset: str | None = cfg_field(None, help="an SFT JSONL (calver data's sft.jsonl): train the tokenizer on its "
+                                    "texts and make its fixed phrases (contract instructions, graph headers, "
+                                    "edges) single tokens; null: a built-in synthetic corpus")
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        for name in ("hidden", "layers", "heads", "intermediate", "vocab"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"field {name!r} must be a positive integer, got {getattr(self, name)!r}")
+        if self.hidden % self.heads:
+            raise ConfigError("field 'hidden' must be divisible by 'heads'")
+        if self.dataset is not None and not Path(self.dataset).is_file():
+            raise ConfigError(f"field 'dataset': no such file {self.dataset!r}")
+
+
+def _tiny_model(args: argparse.Namespace) -> int:
+    from calver.config import parse
+
+    try:
+        cfg = parse(TinyModelConfig, args.config, args)
+    except ConfigError as e:
+        print(f"calver tiny-model: error: {e}", file=sys.stderr)
+        return 2
+    from calver.train.tiny_model import build_tiny_model, dataset_corpus
+
+    corpus, phrases, prompt_phrases = dataset_corpus(cfg.dataset) if cfg.dataset else (None, (), ())
+    out = build_tiny_model(cfg.out, hidden_size=cfg.hidden, num_layers=cfg.layers, num_heads=cfg.heads,
+                           intermediate_size=cfg.intermediate, vocab_size=cfg.vocab, corpus=corpus, phrases=phrases,
+                           prompt_phrases=prompt_phrases, seed=cfg.seed)
+    print(out)
+    return 0
+
+
 def add_commands(subparsers) -> None:
-    """Register ``train`` with the sub-subcommands ``sft``, ``grpo`` and ``prm``."""
+    """Register ``train`` with the sub-subcommands ``sft``, ``grpo`` and ``prm``, and ``tiny-model``."""
+    add_command(subparsers, "tiny-model", (TinyModelConfig,), help="build the tiny random-init Qwen2 policy and its "
+                "tokenizer locally (tests, CPU recipes)", description=TinyModelConfig.__doc__).set_defaults(
+        func=_tiny_model)
     train = subparsers.add_parser("train", help="train policies (SFT, GRPO) and the distilled PRM",
                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = train.add_subparsers(dest="train_command", metavar="TRAINER", parser_class=_OverridesParser)

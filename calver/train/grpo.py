@@ -126,6 +126,7 @@ def run_grpo(script_args, training_args, model_args) -> TrainRun:
         "num_generations": training_args.num_generations,
         "use_vllm": training_args.use_vllm,
         "reward_stats": reward.stats(),
+        "reward_share_of_step_time": (reward.seconds / sum(timer.step_times)) if timer.step_times else None,
         "logged_metrics": logged,
         "train_rows": len(trainer.train_dataset),
         **timer.summary(),

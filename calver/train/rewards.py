@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from typing import Any, Callable, Sequence
 
@@ -87,6 +88,7 @@ class VerifierReward:
         self.__name__ = name or ("verifier" if variant == "fraction" else f"verifier_{variant}")
         self._problems: dict[str, Problem | str] = {}  # JSON -> Problem, or the reason it is unusable
         self.calls = 0
+        self.seconds = 0.0  # wall time inside __call__: the reward's share of a GRPO step
         self.scored = 0
         self.unscorable = 0
         self.unscorable_reasons: Counter[str] = Counter()
@@ -147,6 +149,7 @@ class VerifierReward:
         elif len(column) != n:
             raise ValueError(f"got {len(column)} {self.problem_column} values for {n} completions")
         self.calls += 1
+        t0 = time.perf_counter()
         rewards: list[float | None] = []
         bit_sums = [0] * len(SLOTS)
         n_scored = n_bad = n_max = 0
@@ -182,6 +185,7 @@ class VerifierReward:
             metrics["verifier/total"] = sum(bit_sums) / n_scored
             metrics["verifier/max_score_rate"] = n_max / n_scored
         self.last_metrics = metrics
+        self.seconds += time.perf_counter() - t0
         if log_metric is not None:
             for k, v in metrics.items():
                 log_metric(k, v)
@@ -192,4 +196,5 @@ class VerifierReward:
         rates = {s.lower(): (self.bit_totals[i] / self.scored if self.scored else None) for i, s in enumerate(SLOTS)}
         return {"reward": self.__name__, "variant": self.variant, "weights": self.weights, "calls": self.calls,
                 "scored": self.scored, "unscorable": self.unscorable,
-                "unscorable_reasons": dict(self.unscorable_reasons), "bit_pass_rates": rates}
+                "unscorable_reasons": dict(self.unscorable_reasons), "bit_pass_rates": rates,
+                "seconds": self.seconds}

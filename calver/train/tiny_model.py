@@ -76,8 +76,17 @@ def default_corpus(n_lines: int = 3000, seed: int = 0) -> list[str]:
     return lines
 
 
-def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 2000):
-    """Train a Qwen2-pipeline byte-level BPE and wrap it as ``Qwen2Tokenizer`` (a PreTrainedTokenizerFast)."""
+def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 2000, phrases: Iterable[str] = (),
+                    prompt_phrases: Iterable[str] = ()):
+    """Train a Qwen2-pipeline byte-level BPE and wrap it as ``Qwen2Tokenizer`` (a PreTrainedTokenizerFast).
+
+    ``phrases``: fixed strings (a task's contract instructions, a graph header) added as one token
+    each. A tiny policy then reads a 200-token instruction block as one symbol and spends its
+    compute, and its sequence length, on the graph and the trace. Text that does not contain a
+    phrase verbatim tokenizes as before. ``prompt_phrases`` are text only prompts hold (instructions,
+    headers): added as special tokens, so a decode with ``skip_special_tokens`` (what the samplers
+    do) drops one that a model emits instead of handing its six ``LABEL:`` lines to the parser.
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers.models.qwen2.tokenization_qwen2 import Qwen2Tokenizer
 
@@ -115,7 +124,35 @@ def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 2000)
         split_special_tokens=False,
     )
     hf_tok.chat_template = CHAT_TEMPLATE
+    from tokenizers import AddedToken
+
+    prompt_only = sorted({p for p in prompt_phrases if p and p not in SPECIAL_TOKENS})
+    extra = sorted({p for p in phrases if p and p not in SPECIAL_TOKENS} - set(prompt_only))
+    if prompt_only:
+        hf_tok.add_tokens([AddedToken(p, normalized=False, special=True) for p in prompt_only], special_tokens=True)
+    if extra:
+        hf_tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in extra])
     return hf_tok
+
+
+def dataset_corpus(sft_jsonl: str | Path, edges: bool = True) -> tuple[list[str], set[str], set[str]]:
+    """``(corpus, phrases, prompt_phrases)`` from an SFT JSONL of chat rows: every message text; every
+    edge of the traces' GRAPH slots (``A -> B``, alone and after ``", "``, so copying an edge list is
+    plain induction over distinct tokens); and the prompts' fixed strings, read as one token each:
+    the system turns (contract instructions) and the user turns' first lines (graph headers)."""
+    import re
+
+    corpus, phrases, prompt_phrases = [], set(), set()
+    edge = re.compile(r"\b(\w{1,32}) (->|<->) (\w{1,32})\b")
+    for line in Path(sft_jsonl).read_text(encoding="utf-8").splitlines():
+        msgs = json.loads(line)["messages"]
+        corpus += [m["content"] for m in msgs]
+        prompt_phrases.add(msgs[0]["content"])
+        prompt_phrases.add(msgs[1]["content"].split("\n", 1)[0])
+        for a, arrow, b in edge.findall(msgs[-1]["content"].split("\n", 1)[0]) if edges else ():
+            phrases.update((f"{a} {arrow} {b}", f", {a} {arrow} {b}"))
+    corpus += ["system user assistant"] * 20
+    return corpus, phrases, prompt_phrases
 
 
 def build_tiny_model(
@@ -129,12 +166,15 @@ def build_tiny_model(
     vocab_size: int = 2000,
     max_position_embeddings: int = 2048,
     corpus: Iterable[str] | None = None,
+    phrases: Iterable[str] = (),
+    prompt_phrases: Iterable[str] = (),
     seed: int = 0,
 ) -> Path:
     """Save a random-init Qwen2ForCausalLM and its tokenizer to ``out_dir``; return the path.
 
     head_dim = hidden_size // num_heads must be a size vLLM's CPU attention accepts (64 works, 16 does not).
-    ``vocab_size`` is the BPE target; the embedding is padded up to a multiple of 64.
+    ``vocab_size`` is the BPE target; the embedding is padded up to a multiple of 64. ``phrases`` become
+    single tokens, ``prompt_phrases`` special ones (:func:`build_tokenizer`).
     """
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
@@ -143,7 +183,7 @@ def build_tiny_model(
         raise ValueError("hidden_size must be divisible by num_heads")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(corpus, vocab_size=vocab_size)
+    tokenizer = build_tokenizer(corpus, vocab_size=vocab_size, phrases=phrases, prompt_phrases=prompt_phrases)
     n_tok = len(tokenizer)
     eot_id, im_end_id = tokenizer.convert_tokens_to_ids(EOT), tokenizer.convert_tokens_to_ids(IM_END)
     config = Qwen2Config(
