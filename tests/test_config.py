@@ -73,7 +73,7 @@ def test_yaml_errors_name_the_field(tmp_path):
 def test_all_config_errors_are_one_class(tmp_path):
     import calver.data_gen.gen_config as gen_config
     import calver.data_gen.generators as generators
-    import calver.demo_config as demo_config
+    import calver.demo.config as demo_config
     import calver.infer.sample_config as sample_config
     import calver.train.common as train_common
     from calver.evaluation.cli import EvalConfig
@@ -98,7 +98,7 @@ def test_all_config_errors_are_one_class(tmp_path):
 
 
 def test_k_is_candidates_per_unit_and_prefixes_the_grid():
-    from calver.demo_config import DemoConfig
+    from calver.demo.config import DemoConfig
     from calver.evaluation.cli import EvalConfig, RouteConfig
     from calver.evaluation.scaling import K_GRID
     from calver.infer.cli import SelectConfig
@@ -181,7 +181,7 @@ def test_cli_misspelling_exits_2_naming_the_field(tmp_path, command, where):
 
 def test_api_misspelling_raises_config_error(tmp_path):
     from calver.data_gen.gen_config import parse_run
-    from calver.demo_config import load_demo_config
+    from calver.demo.config import load_demo_config
     from calver.evaluation.cli import EvalConfig
     from calver.infer.cli import SelectConfig
     from calver.infer.sample_config import SampleConfig

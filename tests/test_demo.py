@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_demo_config_errors_name_the_field(tmp_path):
-    from calver.demo_config import DemoConfigError, load_demo_config
+    from calver.demo.config import DemoConfigError, load_demo_config
 
     bad = tmp_path / "d.yaml"
     bad.write_text("k: 0\n")
@@ -31,18 +31,47 @@ def test_demo_config_errors_name_the_field(tmp_path):
 
 
 def test_demo_problems_are_held_out():
-    from calver.demo import _problem_key, make_problems
-    from calver.demo_config import load_demo_config
+    from calver.demo.config import load_demo_config
+    from calver.demo.stages import make_problems, problem_key
 
     cfg = load_demo_config(None, quick=True, n_train_per_task=20, n_eval_per_task=5)
     _gen, train, held_out = make_problems(cfg)
     assert len(held_out) == 5 * len(cfg.tasks)
-    assert not {_problem_key(p) for p in train} & {_problem_key(p) for p in held_out}
+    assert not {problem_key(p) for p in train} & {problem_key(p) for p in held_out}
+    # no held-out graph appears in training under any query
+    assert not {p.graph.to_text() for p in train} & {p.graph.to_text() for p in held_out}
+
+
+def test_tiny_model_cli_builds_a_model_whose_phrases_are_single_tokens(tmp_path):
+    from transformers import AutoTokenizer
+
+    from calver.cli import main
+    from calver.data_gen.export import export_dataset
+    from calver.demo.config import load_demo_config
+    from calver.demo.stages import make_problems
+
+    cfg = load_demo_config(None, quick=True, n_train_per_task=10, n_eval_per_task=1)
+    gen, train, _ = make_problems(cfg)
+    export_dataset(train, tmp_path / "data", gen, answers="rule", witnesses=1)
+    assert main(["tiny-model", "--out", str(tmp_path / "m"), "--dataset", str(tmp_path / "data" / "sft.jsonl")]) == 0
+    tok = AutoTokenizer.from_pretrained(tmp_path / "m")
+    row = json.loads((tmp_path / "data" / "sft.jsonl").read_text().splitlines()[0])
+    system, user, trace = (m["content"] for m in row["messages"])
+    assert len(tok(system)["input_ids"]) == 1  # the contract instructions: one token
+    graph_line = trace.splitlines()[0].removeprefix("GRAPH: ")
+    edges = [e for e in graph_line.split(", ") if " " in e]  # (isolated nodes are listed bare)
+    ids = tok(", ".join(edges))["input_ids"]
+    assert len(ids) == len(edges)  # one token per edge (", " folded into the next edge)
+    text = tok.apply_chat_template(row["messages"], tokenize=False)
+    assert tok.decode(tok(text)["input_ids"]) == text  # lossless
+    assert main(["tiny-model", "--out", str(tmp_path / "x"), "--hidden", "100", "--heads", "3"]) == 2
 
 
 @pytest.mark.slow
 @require_full_stack
 def test_quick_demo_end_to_end(tmp_path):
+    """Every stage runs and the report holds every section (effect sizes belong to the benchmark run)."""
+    from calver.demo.report import SECTIONS
     from calver.infer.pool import Pool
     from calver.verifier import score
 
@@ -52,31 +81,45 @@ def test_quick_demo_end_to_end(tmp_path):
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     assert res.returncode == 0, res.stderr[-4000:]
     cfg = yaml.safe_load((out / "config.yaml").read_text())
-    assert cfg["out"] == str(out) and cfg["k"] == 4
-    pool = Pool(out / "pool")
-    assert pool.frozen and pool.manifest()["sampling"]
-    units = pool.units()
-    assert units and all(len(u.texts) == cfg["k"] for u in units)
-    results = json.loads((out / "report" / "results.json").read_text())
-    for name in cfg["selectors"]:
-        assert name in results["accuracy"], name
-    assert (out / "report" / "report.md").exists() and (out / "report" / "k_curve.png").exists()
+    assert cfg["out"] == str(out) and cfg["k"] == 8
+    for name, k in (("base", cfg["base_k"]), ("sft", cfg["k"]), ("grpo", cfg["k"])):
+        pool = Pool(out / "pools" / name)
+        assert pool.frozen and pool.manifest()["sampling"], name
+        units = pool.units()
+        assert units and all(len(u.texts) == k for u in units), name
+    for name in ("sft", "grpo"):  # the PRM's pools hold training problems only
+        prm_ids = set(Pool(out / "prm_pools" / name).problems())
+        assert prm_ids and not prm_ids & set(Pool(out / "pools" / name).problems())
+    report = (out / "report" / "report.md").read_text()
+    for heading in SECTIONS:
+        assert heading in report, heading
+    for png in ("grpo_reward.png", "k_curves.png"):
+        assert (out / "report" / png).stat().st_size > 1000, png
     summary = json.loads((out / "report" / "demo_summary.json").read_text())
-    assert 0.0 <= summary["contract_share"] <= 1.0
+    assert set(summary["policies"]) == {"base", "sft", "grpo"}
+    for name in ("sft", "grpo"):
+        acc = summary["evaluations"][name]["accuracy"]
+        for sel in cfg["selectors"] + ["prm"]:
+            assert sel in acc, (name, sel)
+        assert set(summary["shuffled"][name]) >= {"six_rate", "valid_rate", "coverage"}
+    assert {"six_rate", "mean_score", "calver"} <= set(summary["sft_to_grpo"])
+    assert summary["grpo"]["curve"] and summary["grpo"]["reward_share"] is not None
+    assert summary["refine"]["arms"]
+    assert list((out / "wandb").glob("offline-run-*")), "GRPO logs to wandb offline"
     # CALVER's choice has the unit's maximum score, re-derived here from the frozen texts
-    problems = pool.problems()
-    chosen = pool.selection("calver")
-    for u in units:
+    pool = Pool(out / "pools" / "grpo")
+    problems, chosen = pool.problems(), pool.selection("calver")
+    for u in pool.units():
         totals = [score(t, problems[u.problem_id]).total for t in u.texts]
         assert totals[chosen[(u.problem_id, u.seed)]["index"]] == max(totals)
-    assert "calver" in res.stderr and "coverage" in res.stderr
+    assert "6/6" in res.stderr and "coverage" in res.stderr
 
 
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*/*.yaml")
                                         if p.parent.name in ("demo", "sample", "gen")))
 def test_shipped_recipes_parse(path):
     from calver.data_gen.gen_config import load_config as load_gen
-    from calver.demo_config import load_demo_config
+    from calver.demo.config import load_demo_config
     from calver.infer.sample_config import load_config as load_sample
 
     loader = {"demo": load_demo_config, "sample": load_sample, "gen": load_gen}[Path(path).parent.name]

@@ -14,7 +14,9 @@ from typing import Any, Sequence
 
 from calver.config import ConfigError, cfg_field, check_types, parse
 
-DEFAULT_TASKS = ["backdoor_set", "separation_set", "frontdoor_set", "blocking_set", "cycle_witness"]
+# Families whose valid answers a local rule reads off the prompt (TaskFamily.rule_objects), so a tiny
+# policy can learn them in minutes on a CPU; cycle_witness needs a search and stays out by default.
+DEFAULT_TASKS = ["backdoor_set", "separation_set", "frontdoor_set", "blocking_set"]
 
 # The old name of the one config error (calver.config.ConfigError), kept for callers that catch it.
 DemoConfigError = ConfigError
@@ -29,38 +31,63 @@ def _non_neural() -> list[str]:
 @dataclass
 class DemoConfig:
     out: str = cfg_field("runs/demo", help="run directory")
-    seed: int = cfg_field(0, help="seed of generation, training and evaluation")
+    seed: int = cfg_field(0, help="seed of generation, training, sampling and evaluation")
     # data
     tasks: list[str] = cfg_field(DEFAULT_TASKS, help="task families")
-    n_train_per_task: int = cfg_field(160, help="training problems per task")
-    n_eval_per_task: int = cfg_field(24, help="held-out evaluation problems per task")
+    n_train_per_task: int = cfg_field(2000, help="training problems per task (SFT, GRPO and PRM prompts)")
+    n_eval_per_task: int = cfg_field(24, help="held-out evaluation problems per task (no graph shared with training)")
     n_nodes: list[int] = cfg_field([4, 6], help="[min, max] graph nodes")
     many_satisfier: bool = cfg_field(True, help="keep only queries with >= 2 valid answers")
+    variants: list[str] | None = cfg_field(["any"], help="query variants (null: every variant of each family; "
+                                           "minimal/maximal need a search a tiny policy does not learn in minutes)")
+    sft_answers: str = cfg_field("rule", help="answers of the SFT traces: rule (the family's local rule, e.g. the "
+                                 "treatment's parents, when valid) | random (a draw from the validity class)")
+    sft_witnesses: int | None = cfg_field(1, help="witness paths the SFT traces' DERIVATION lists at most (null: the "
+                                          "family's number; one is what the contract needs and is shorter to learn)")
     # policy: model=None builds the tiny model locally and fully fine-tunes it
     model: str | None = cfg_field(None, help="policy model (null: build the tiny Qwen2 policy locally and fully "
                                   "fine-tune it)")
-    tiny_hidden: int = cfg_field(256, help="tiny policy hidden size")
-    tiny_layers: int = cfg_field(4, help="tiny policy layers")
-    tiny_heads: int = cfg_field(4, help="tiny policy attention heads (head_dim must be 64)")
-    tiny_intermediate: int = cfg_field(768, help="tiny policy MLP size")
-    tiny_vocab: int = cfg_field(1500, help="tiny policy tokenizer vocabulary")
+    tiny_hidden: int = cfg_field(128, help="tiny policy hidden size")
+    tiny_layers: int = cfg_field(2, help="tiny policy layers")
+    tiny_heads: int = cfg_field(2, help="tiny policy attention heads (head_dim must be 64)")
+    tiny_intermediate: int = cfg_field(512, help="tiny policy MLP size")
+    edge_tokens: bool = cfg_field(True, help="tiny policy tokenizer: one token per edge of the training graphs "
+                                  "(copying an edge list is then plain induction)")
+    tiny_vocab: int = cfg_field(800, help="tiny policy tokenizer vocabulary (BPE merges; phrases come on top)")
     sft_recipe: str | None = cfg_field(None, help="a configs/sft/*.yaml recipe (LoRA/QLoRA for real models)")
-    sft_steps: int = cfg_field(300, help="SFT steps of the tiny policy")
-    sft_batch_size: int = cfg_field(8, help="SFT batch size of the tiny policy")
-    sft_learning_rate: float = cfg_field(2e-3, help="SFT learning rate of the tiny policy")
-    # pool
-    k: int = cfg_field(8, help="candidates per unit (32 for the full K-scaling curve)")
+    sft_steps: int = cfg_field(900, help="SFT steps of the tiny policy")
+    sft_batch_size: int = cfg_field(32, help="SFT batch size of the tiny policy")
+    sft_learning_rate: float = cfg_field(3e-3, help="SFT learning rate of the tiny policy")
+    # GRPO from the SFT policy (0 steps: no GRPO stage)
+    grpo_steps: int = cfg_field(150, help="GRPO steps (0: skip GRPO)")
+    grpo_learning_rate: float = cfg_field(1e-4, help="GRPO learning rate")
+    grpo_generations: int = cfg_field(8, help="completions per prompt (the GRPO group)")
+    grpo_prompts_per_step: int = cfg_field(8, help="prompts per GRPO step")
+    grpo_beta: float = cfg_field(0.0, help="KL weight (0: no reference model)")
+    grpo_reward: str = cfg_field("strict", help="VerifierReward variant: strict (1 iff 6/6; lifted the tiny policy's "
+                                 "held-out 6/6 rate more than fraction in our runs) | fraction (S/6)")
+    # pools
+    k: int = cfg_field(32, help="candidates per unit of the SFT and GRPO pools")
+    base_k: int = cfg_field(4, help="candidates per unit of the untrained base policy's pool (0: skip it)")
     sample_seeds: list[int] = cfg_field([0], help="sampling seeds (one unit per problem and seed)")
-    temperature: float = cfg_field(0.8, help="sampling temperature")
-    max_tokens: int = cfg_field(256, help="completion tokens at most")
+    temperature: float = cfg_field(0.8, help="sampling temperature (pools and GRPO)")
+    max_tokens: int = cfg_field(160, help="completion tokens at most")
     backend: str = cfg_field("auto", help="sampling backend: auto | vllm | hf")
     # selection and evaluation
     selectors: list[str] = cfg_field(help="selectors to run (default: every non-neural one)",
                                      default_factory=_non_neural)
-    with_prm: bool = cfg_field(False, help="also train and select with a distilled PRM")
-    prm_steps: int = cfg_field(60, help="PRM training steps")
+    with_prm: bool = cfg_field(True, help="distil a PRM from verifier scores on a training-problem pool and select "
+                               "with it")
+    prm_problems: int = cfg_field(150, help="training problems in the PRM's pool")
+    prm_k: int = cfg_field(8, help="candidates per PRM-pool problem")
+    prm_steps: int = cfg_field(150, help="PRM training steps")
+    prm_learning_rate: float = cfg_field(2e-3, help="PRM learning rate (LoRA + head)")
+    refine: bool = cfg_field(True, help="evaluate verifier-guided refinement on the GRPO pool against token-matched "
+                             "best-of-K")
+    refine_k: int = cfg_field(4, help="pool candidates each unit starts refinement from")
+    shuffles: int = cfg_field(3, help="shuffled-problem control: derangements per pool")
     draws: int = cfg_field(10_000, help="bootstrap draws for headline intervals")
-    decomp_draws: int = cfg_field(2_000, help="bootstrap draws for decompositions")
+    decomp_draws: int = cfg_field(2_000, help="bootstrap draws for decompositions, curves and controls")
     audits: bool = cfg_field(True, help="run the renaming / swap / damage audits")
 
     def __post_init__(self) -> None:
@@ -70,29 +97,50 @@ class DemoConfig:
         return dataclasses.asdict(self)
 
 
+# --quick samples with HF generate: vLLM's engine start (~40 s per policy on 2 cores) alone would take
+# most of its 3 minutes. The default run samples with vLLM.
 QUICK: dict[str, Any] = {
-    "n_train_per_task": 48,
+    "backend": "hf",
+    "n_train_per_task": 300,
     "n_eval_per_task": 6,
-    "tiny_hidden": 128,
-    "tiny_layers": 2,
-    "tiny_heads": 2,
-    "tiny_intermediate": 256,
-    "sft_steps": 40,
-    "k": 4,
-    "max_tokens": 200,
-    "draws": 2_000,
-    "decomp_draws": 500,
-    "prm_steps": 10,
+    "sft_steps": 150,
+    "grpo_steps": 2,
+    "grpo_generations": 4,
+    "grpo_prompts_per_step": 2,
+    "k": 8,
+    "base_k": 2,
+    "prm_problems": 20,
+    "prm_k": 4,
+    "prm_steps": 8,
+    "refine_k": 2,
+    "shuffles": 1,
+    "draws": 1_000,
+    "decomp_draws": 300,
 }
 
 
 def _validate(cfg: DemoConfig) -> None:
     check_types(cfg)
     for name in ("n_train_per_task", "n_eval_per_task", "sft_steps", "sft_batch_size", "k", "max_tokens",
-                 "prm_steps", "draws", "decomp_draws", "tiny_hidden", "tiny_layers", "tiny_heads",
-                 "tiny_intermediate", "tiny_vocab"):
+                 "prm_steps", "prm_problems", "prm_k", "draws", "decomp_draws", "tiny_hidden", "tiny_layers",
+                 "tiny_heads", "tiny_intermediate", "tiny_vocab", "grpo_generations", "grpo_prompts_per_step",
+                 "refine_k", "shuffles"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"field {name!r} must be a positive integer, got {getattr(cfg, name)!r}")
+    for name in ("grpo_steps", "base_k"):
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"field {name!r} must be an integer >= 0, got {getattr(cfg, name)!r}")
+    if cfg.grpo_generations < 2:
+        raise ConfigError("field 'grpo_generations' must be >= 2 (GRPO's advantage compares completions of a group)")
+    for name in ("grpo_learning_rate", "prm_learning_rate"):
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(f"field {name!r} must be > 0, got {getattr(cfg, name)!r}")
+    if cfg.grpo_beta < 0:
+        raise ConfigError(f"field 'grpo_beta' must be >= 0, got {cfg.grpo_beta!r}")
+    if cfg.grpo_reward not in ("fraction", "strict"):
+        raise ConfigError(f"field 'grpo_reward' must be fraction or strict, got {cfg.grpo_reward!r}")
+    if cfg.sft_answers not in ("rule", "random"):
+        raise ConfigError(f"field 'sft_answers' must be rule or random, got {cfg.sft_answers!r}")
     if cfg.tiny_hidden % cfg.tiny_heads or cfg.tiny_hidden // cfg.tiny_heads != 64:
         raise ConfigError("fields 'tiny_hidden'/'tiny_heads' must give head_dim 64 (vLLM's CPU attention needs it)")
     if cfg.temperature < 0:
