@@ -81,9 +81,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     run = Path(cfg.out)
     run.mkdir(parents=True, exist_ok=True)
     (run / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-    os.environ.setdefault("WANDB_MODE", "offline")  # never reach for the network unless the user set it up
-    os.environ.setdefault("WANDB_DIR", str(run))
-    os.environ.setdefault("WANDB_PROJECT", "calver-demo")
+    for key, value in (("WANDB_MODE", "offline"), ("WANDB_DIR", str(run)), ("WANDB_PROJECT", "calver-demo")):
+        if not os.environ.get(key):  # never reach for the network unless the user set wandb up
+            os.environ[key] = value
     log = lambda m: console.print(m, style="dim")  # noqa: E731
     st = _Stages(console)
     out: dict[str, Any] = {"config": cfg.to_dict()}
