@@ -64,6 +64,22 @@ def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], ti
 
 
 # ---- pieces -------------------------------------------------------------------------------------
+def weights_digest(path: Path) -> str | None:
+    """SHA-256 over the tensors (sorted by name, with dtype and shape): equal weights give equal digests
+    even when two saves order the safetensors header differently (the file bytes then differ)."""
+    import hashlib
+
+    if not path.is_file():
+        return None
+    from safetensors.numpy import load_file
+
+    h = hashlib.sha256()
+    for name, t in sorted(load_file(str(path)).items()):
+        h.update(f"{name}:{t.dtype}:{t.shape}".encode())
+        h.update(t.tobytes())
+    return h.hexdigest()
+
+
 def pool_fingerprint(root: Path) -> dict[str, Any]:
     """What a re-run with the same seed must reproduce: the sampled model's content hash and a hash
     of every candidate (problem, seed, index, text), independent of the order rows were written."""
@@ -76,6 +92,7 @@ def pool_fingerprint(root: Path) -> dict[str, Any]:
     rows = sorted((r["problem_id"], r["seed"], r["candidate_index"], r["text"]) for r in pool.candidate_rows())
     model = (pool.manifest().get("model") or {})
     return {"model_content_hash": model.get("content_hash"),
+            "weights_sha256": weights_digest(Path(model.get("path") or "") / "model.safetensors"),
             "candidates_sha256": hashlib.sha256(json.dumps(rows).encode()).hexdigest(), "candidates": len(rows)}
 
 
@@ -98,7 +115,7 @@ def _grpo_summary(s: dict[str, Any] | None) -> dict[str, Any] | None:
         return sum(vals) / len(vals) if vals else None
 
     rs = s.get("reward_stats", {})
-    return {"steps": s.get("steps"), "mode": s.get("mode"), "curve": curve, "window": n,
+    return {"steps": s.get("steps"), "mode": s.get("mode"), "variant": rs.get("variant"), "curve": curve, "window": n,
             "reward_first": mean(first, "reward"), "reward_last": mean(last, "reward"),
             "six_first": mean(first, "six"), "six_last": mean(last, "six"),
             "step_time_mean_s": s.get("step_time_mean_s"), "reward_seconds": rs.get("seconds"),
@@ -114,6 +131,15 @@ def _prm_summary(s: dict[str, Any] | None) -> dict[str, Any] | None:
     return {k: s.get(k) for k in keys if k in s} | {"all_keys": sorted(s)}
 
 
+def _rolling(values: list[float | None], window: int = 10) -> list[float | None]:
+    out, buf = [], []
+    for v in values:
+        if v is not None:
+            buf = (buf + [v])[-window:]
+        out.append(sum(buf) / len(buf) if buf else None)
+    return out
+
+
 def _plot_reward(g: dict[str, Any] | None, path: Path) -> Path | None:
     if not g or not g["curve"]:
         return None
@@ -124,14 +150,18 @@ def _plot_reward(g: dict[str, Any] | None, path: Path) -> Path | None:
 
     steps = [c["step"] for c in g["curve"]]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    axes[0].plot(steps, [c["reward"] for c in g["curve"]], label="mean reward (S/6)")
-    axes[0].plot(steps, [c["six"] for c in g["curve"]], label="6/6 rate")
+    for key, label, color in (("reward", f"reward ({g.get('variant') or 'verifier'})", "C0"),
+                              ("six", "6/6 rate", "C1")):
+        ys = [c[key] for c in g["curve"]]
+        axes[0].plot(steps, ys, color=color, alpha=0.25, linewidth=0.8)
+        axes[0].plot(steps, _rolling(ys), color=color, label=f"{label}, rolling mean of 10")
     axes[0].set_xlabel("GRPO step")
-    axes[0].legend()
+    axes[0].set_title("sampled completions, per step")
+    axes[0].legend(fontsize=8)
     for slot in SLOTS:
-        axes[1].plot(steps, [c[slot] for c in g["curve"]], label=slot)
+        axes[1].plot(steps, _rolling([c[slot] for c in g["curve"]]), label=slot)
     axes[1].set_xlabel("GRPO step")
-    axes[1].set_title("per-bit pass rate of the sampled completions")
+    axes[1].set_title("per-bit pass rate (rolling mean of 10 steps)")
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -154,7 +184,8 @@ def _plot_k_curves(evals: dict[str, Any], path: Path) -> Path | None:
         series = [(s, ks["accuracy"][s], ks.get("ci", {}).get(s)) for s in CURVE_SELECTORS if s in ks["accuracy"]]
         series.append(("coverage", ks["coverage"], ks.get("ci", {}).get("coverage")))
         for label, y, band in series:
-            ax.plot(x, [100 * v for v in y], marker="o", label=label)
+            style = {"linestyle": "--", "marker": "s", "color": "grey"} if label == "coverage" else {"marker": "o"}
+            ax.plot(x, [100 * v for v in y], label=label, **style)
             if band:
                 ax.fill_between(x, [100 * b[0] for b in band], [100 * b[1] for b in band], alpha=0.15)
         ax.set_xscale("log", base=2)

@@ -60,7 +60,8 @@ def render(cfg, rep: dict[str, Any]) -> str:
     g = rep.get("grpo")
     L += ["", SECTIONS[3], ""]
     if g:
-        L += [f"{g['steps']} steps ({g['mode']}); mean reward over the first {g['window']} logged steps "
+        L += [f"{g['steps']} steps ({g['mode']} fine-tuning, reward variant {g.get('variant')}); mean reward over "
+              f"the first {g['window']} logged steps "
               f"{_f(g['reward_first'])}, over the last {g['window']} {_f(g['reward_last'])}; 6/6 rate of the "
               f"sampled completions {pct(g['six_first'])}% -> {pct(g['six_last'])}%. "
               f"![GRPO reward](grpo_reward.png)", "",
