@@ -160,6 +160,12 @@ def reading(rep: dict[str, Any]) -> list[str]:
             out.append(f"- K-curve, {name} pool: from K={ks['ks'][0]} to K={ks['ks'][-1]} CALVER goes "
                        f"{pct(cal_k[0])}% -> {pct(cal_k[-1])}% and the distilled PRM {pct(prm_k[0])}% -> "
                        f"{pct(prm_k[-1])}%.")
+    for name, e in rep["evaluations"].items():
+        es, graph = e["accuracy"].get("extract_solve"), rep["policies"].get(name, {}).get("bit_pass_rates", {})
+        if es and graph.get("GRAPH") is not None and es["estimate"] >= 0.9:
+            out.append(f"- Extract-then-solve reaches {pct(es['estimate'])}% on the {name} pool: the policy copies the "
+                       f"graph ({pct(graph['GRAPH'])}% of GRAPH slots pass) and the solver needs nothing else. On "
+                       "supplied-graph problems it is an oracle given a faithful copy, not a selector of reasoning.")
     rf = rep.get("refine") or {}
     d = rf.get("refine_minus_best_of_K'")
     if d:
