@@ -1,4 +1,5 @@
-"""``calver sample`` and ``calver select`` (registered on the top-level CLI via ``add_commands``).
+"""``calver sample``, ``calver pool merge`` and ``calver select`` (registered on the top-level CLI via
+``add_commands``).
 
 Both read their settings through :mod:`calver.config`: an optional YAML ``--config`` file, then
 ``--field value`` flags (:class:`~calver.infer.sample_config.SampleConfig`, :class:`SelectConfig`).
@@ -50,6 +51,20 @@ def add_commands(sub) -> None:
     )
     p.set_defaults(func=_sample)
 
+    pool = sub.add_parser("pool", help="pool utilities (merge the shards of a sharded `calver sample`)",
+                          description="Pool utilities. See docs/pools.md.")
+    pool_sub = pool.add_subparsers(dest="pool_command", metavar="SUBCOMMAND", required=True)
+    m = pool_sub.add_parser(
+        "merge", help="check and merge the shards of one sharded `calver sample` into one frozen pool",
+        description="Merge the shard pools of `calver sample --shard I --num_shards N` into the pool an unsharded "
+        "run writes (units in canonical order, manifest without the shard block), then freeze it. Refuses (exit "
+        "2) when the shards' manifests disagree, a shard is missing, given twice, unfrozen or incomplete, or a "
+        "unit appears twice.",
+    )
+    m.add_argument("--out", required=True, help="the merged pool directory (must not exist, or be empty)")
+    m.add_argument("shards", nargs="+", metavar="SHARD_DIR", help="every shard's pool directory")
+    m.set_defaults(func=_pool_merge)
+
     s = add_command(
         sub, "select", (SelectConfig,),
         help="run selectors over a pool (behind the label firewall)",
@@ -67,6 +82,12 @@ def _sample(args) -> int:
     from calver.infer.sample import cmd_sample
 
     return cmd_sample(args)
+
+
+def _pool_merge(args) -> int:
+    from calver.infer.pool_merge import cmd_pool_merge
+
+    return cmd_pool_merge(args)
 
 
 def _names(specs: list[str]) -> list[str]:
@@ -144,6 +165,10 @@ def run_select(cfg: SelectConfig, names: list[str]) -> int:
         pool.manifest()
         if not pool.frozen:
             _log(f"warning: {pool.root} is not frozen; selections on a pool still being sampled are not final")
+        shard = pool.manifest().get("shard")
+        if isinstance(shard, dict):
+            _log(f"warning: {pool.root} is shard {shard.get('index')} of {shard.get('num_shards')}, not a whole pool; "
+                 "merge the shards first (`calver pool merge --out DIR SHARD_DIR ...`)")
         sels, samplers = _build(names, cfg, pool)
         try:
             # Full-K first so that neural scores computed here are stored before any prefix reuses them.

@@ -20,6 +20,8 @@ from typing import Any, Iterable
 
 SCHEMA = "calver-pool/1"
 UNIT_SEED_RULE = "int(sha256(f'{seed}:{problem_id}').hexdigest()[:8], 16) & 0x7fffffff"
+UNIT_ORDER = "problems in file order (after tasks/limit), then seeds in config order"
+SHARD_RULE = "unit i of the canonical unit order belongs to shard i % num_shards"
 _FAST_CHUNK = 1 << 20
 
 
@@ -30,6 +32,17 @@ def sha256_text(text: str) -> str:
 def unit_seed(seed: int, problem_id: str) -> int:
     """The sampler seed of one (problem, seed) unit: independent of batching, order and resumes."""
     return int(hashlib.sha256(f"{seed}:{problem_id}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+
+def canonical_units(problem_ids: Iterable[str], seeds: Iterable[int]) -> list[tuple[str, int]]:
+    """Every (problem_id, seed) unit of a pool in canonical order: problems in file order, then seeds."""
+    seeds = list(seeds)
+    return [(pid, s) for pid in problem_ids for s in seeds]
+
+
+def shard_units(units: list[tuple[str, int]], shard: int, num_shards: int) -> list[tuple[str, int]]:
+    """The units of shard ``shard`` of ``num_shards``: those at canonical index i with i % num_shards == shard."""
+    return units[shard::num_shards]
 
 
 def hash_dir(path: str | Path, mode: str = "full") -> str | None:
@@ -140,7 +153,10 @@ def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: d
     backend_pkg = {"vllm": "vllm", "hf": "transformers"}.get(backend, backend)
     model = model_record(cfg.model, cfg.model_revision, cfg.model_hash)
     quant = cfg.quantization if cfg.quantization is not None else (model or {}).get("quantization_config")
-    return {
+    n_units = len(problem_rows) * len(cfg.seeds)
+    num_shards = getattr(cfg, "num_shards", 1)
+    shard = getattr(cfg, "shard", 0)
+    manifest = {
         "schema": SCHEMA,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": model,
@@ -168,11 +184,17 @@ def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: d
         },
         "backend": {"name": backend, "version": package_version(backend_pkg)},
         "selector_context": dict(cfg.selector_context),
+        "n_units": n_units,
+        "unit_order": UNIT_ORDER,
     }
+    if num_shards > 1:  # an unsharded pool (and a merged one) has no shard block
+        manifest["shard"] = {"index": shard, "num_shards": num_shards, "rule": SHARD_RULE,
+                             "n_units": len(range(shard, n_units, num_shards))}
+    return manifest
 
 
 FINGERPRINT_KEYS = ("model.content_hash", "model.revision", "model.id", "adapter", "prompt", "quantization",
-                    "sampling", "seeds", "corpus.hash", "backend.name")
+                    "sampling", "seeds", "corpus.hash", "backend.name", "shard")
 
 
 # Renamed functions that render the same prompt: a pool written under the old name still resumes.

@@ -8,6 +8,11 @@ killed run therefore resumes without losing or duplicating candidates and ends w
 as an uninterrupted run of the same seeds (exactly so on a backend that is deterministic for a fixed
 seed, e.g. HF ``generate`` on CPU).
 
+Sharding: ``shard`` / ``num_shards`` split the units across processes (GPUs, nodes): a shard samples the
+units at canonical index i (problems in file order, then seeds) with ``i % num_shards == shard`` into its
+own pool directory; ``calver pool merge`` (:mod:`calver.infer.pool_merge`) checks and joins the shards
+into the pool an unsharded run writes.
+
 Prompts: system = the family's contract instructions, user = the problem text (supplied mode: the
 graph in arrow text, then the family's question), rendered by ``calver.data_gen.prompts``.
 """
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from calver.data_gen.prompts import render_prompt, user_text
-from calver.infer.manifest import build_manifest, mismatches, unit_seed
+from calver.infer.manifest import build_manifest, canonical_units, mismatches, shard_units, unit_seed
 from calver.infer.pool import Pool, PoolError, read_jsonl
 from calver.infer.sample_config import SampleConfig
 from calver.verifier import Problem, contract_instructions
@@ -140,7 +145,9 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
     systems = {p.task: contract_instructions(p.task) for p in problems.values()}
     manifest = build_manifest(cfg, problem_rows=problem_rows, system_prompts=systems, backend=backend)
     pool, done = prepare_pool(cfg, manifest, problem_rows, log)
-    units = [(pid, s) for pid in problems for s in cfg.seeds]
+    units = shard_units(canonical_units(problems, cfg.seeds), cfg.shard, cfg.num_shards)
+    if cfg.num_shards > 1:
+        log(f"shard {cfg.shard}/{cfg.num_shards}: {len(units)} of {manifest['n_units']} unit(s)")
     todo = [u for u in units if u not in done]
     if pool.frozen:
         if todo:

@@ -43,6 +43,10 @@ class SampleConfig:
     prompt_version: str = cfg_field("calver-prompt/1", help="recorded in the manifest")
     selector_context: dict[str, Any] = cfg_field({}, help="manifest extras a selector may read")
     freeze: bool = cfg_field(True, help="freeze the pool once every unit is written")
+    shard: int = cfg_field(0, help="this process's shard: it samples the units whose index i in the canonical unit "
+                           "order (problems in file order, then seeds) has i % num_shards == shard")
+    num_shards: int = cfg_field(1, help="number of shards the units are split into (merge them with "
+                                "`calver pool merge`)")
 
     def __post_init__(self) -> None:
         validate(self)
@@ -67,6 +71,10 @@ def validate(cfg: SampleConfig) -> None:
         raise ConfigError(f"field 'temperature' must be in [0, 10], got {cfg.temperature}")
     if not 0 < cfg.top_p <= 1:
         raise ConfigError(f"field 'top_p' must be in (0, 1], got {cfg.top_p}")
+    if cfg.num_shards < 1:
+        raise ConfigError(f"field 'num_shards' must be >= 1, got {cfg.num_shards}")
+    if not 0 <= cfg.shard < cfg.num_shards:
+        raise ConfigError(f"field 'shard' must satisfy 0 <= shard < num_shards ({cfg.num_shards}), got {cfg.shard}")
     for name in ("max_tokens", "batch_units", "limit"):
         value = getattr(cfg, name)
         if value is not None and value < 1:
