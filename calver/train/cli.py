@@ -3,8 +3,11 @@
 Every ``--field value`` after the recipe overrides that field (TRL ``TrlParser`` conventions: YAML
 defaults, command line wins). For multi-GPU runs launch the module entry points with accelerate::
 
-    accelerate launch --config_file configs/accelerate/zero2.yaml -m calver.train.sft \\
+    accelerate launch --config_file configs/accelerate/deepspeed-zero2.yaml -m calver.train.sft \\
         --config configs/sft/qwen2.5-7b-instruct.yaml
+
+(also configs/accelerate/ddp.yaml, deepspeed-zero3.yaml, fsdp2.yaml; across nodes multinode-ddp.yaml or
+multinode-zero3.yaml, as in scripts/slurm/train_sft.sbatch and train_grpo.sbatch; see docs/gpu-launch.md)
 """
 
 from __future__ import annotations

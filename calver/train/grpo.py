@@ -68,6 +68,11 @@ def merged_policy(path: str, adapter: str, mode: str, training_args):
                           "SFT adapter into a saved model and set model_name_or_path to it instead")
     kw = dict(training_args.model_init_kwargs)
     training_args.model_init_kwargs = None  # the model is built here
+    # As TRL's own loaders do (GRPOTrainer.__init__, trl/trainer/grpo_trainer.py: "Distributed training requires
+    # device_map=None ('auto' fails)"): create_model_from_path defaults to device_map="auto" on GPU, which under
+    # DDP/DeepSpeed spreads every rank's copy over all visible GPUs and accelerate then refuses to train it.
+    if training_args.distributed_state.distributed_type in ["MULTI_GPU", "DEEPSPEED"]:
+        kw["device_map"] = None
     base = create_model_from_path(path, **kw)
     return PeftModel.from_pretrained(base, adapter).merge_and_unload()
 

