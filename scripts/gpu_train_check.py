@@ -12,6 +12,10 @@ of each sequence, AdamW on the adapter) and ``--steps`` GRPO steps (HF ``generat
 reward, group-normalized advantages, the policy-gradient loss plus a KL term to the frozen reference
 = the adapter-disabled base), then prints one JSON object: steps/s, tokens/s, per-step times and
 peak memory for each phase. The first step of each phase is a warm-up and is reported separately.
+
+This is the raw-PyTorch loop check (synthetic ids and reward). ``scripts/gpu_check.py`` measures the same
+architectures through calver's own trainers and samplers (TRL SFT/GRPO with the verifier reward, vLLM
+colocate, the K=32 pool) and writes docs/gpu.md.
 """
 
 from __future__ import annotations
