@@ -157,6 +157,31 @@ def test_cli_select(pool, capsys):
     assert main(["select", "--pool", str(pool.root), "--selectors", "judge"]) == 2  # no model, nothing stored
 
 
+def test_cli_select_all_means_every_selector_whose_model_is_available(pool, capsys):
+    """`--selectors all`: every non-neural selector plus each neural one with a model (a flag, the manifest's
+    policy for confidence, or stored scores); the rest are named on stderr with the flag that adds them."""
+    from calver.cli import main
+
+    assert main(["select", "--pool", str(pool.root), "--selectors", "all"]) == 0
+    err = capsys.readouterr().err
+    for name, flag in (("confidence", "--policy"), ("judge", "--judge_model"), ("reward_model", "--reward_model"),
+                       ("reward_model_trace", "--reward_model"), ("prm", "--prm")):
+        assert f"{name} (no model: pass {flag})" in err
+    assert set(pool.selection_names()) == set(NON_NEURAL)
+    # stored judge scores make the judge available to `all` (re-selected from them, no model needed)
+    full = {(v.problem_id, v.seed): [float(i) for i in range(8)] for v in make_views(pool)}
+    pool.write_selection("judge", [{"problem_id": p, "seed": s, "index": 7, "scores": sc}
+                                   for (p, s), sc in full.items()])
+    assert main(["select", "--pool", str(pool.root), "--selectors", "all", "--prefixes", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "judge (no model" not in err and "prm (no model: pass --prm)" in err
+    assert set(pool.selection_names()) == set(NON_NEURAL) | {"judge"} | {f"{n}@4" for n in (*NON_NEURAL, "judge")}
+    assert all(r["index"] == 3 for r in pool.selection("judge@4").values())
+    # a neural selector named explicitly is not optional: no model and no stored scores is still an error
+    assert main(["select", "--pool", str(pool.root), "--selectors", "all", "prm"]) == 2
+    assert "no model given and no stored scores for prm" in capsys.readouterr().err
+
+
 def test_benchmark_runs_small():
     """benchmarks/selectors_bench.py still runs (as a script: tests and benchmarks import nothing of each other)."""
     import subprocess
@@ -167,3 +192,10 @@ def test_benchmark_runs_small():
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {line.split("|")[1].strip() for line in r.stdout.splitlines() if line.startswith("| ")}
     assert rows >= set(NON_NEURAL) | {"TOTAL"}, r.stdout
+
+
+def test_select_names_a_missing_prm_directory(tmp_path, capsys):
+    from calver.cli import main
+
+    assert main(["select", "--pool", str(tmp_path), "--selectors", "prm", "--prm", str(tmp_path / "nope")]) == 2
+    assert "'prm'" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from calver.config import ArgumentParser, ConfigError, add_command, cfg_field, check_types, parse
 from calver.infer.sample_config import BACKENDS, SampleConfig
@@ -20,7 +21,11 @@ class SelectConfig:
     """``calver select``: which selectors run over which pool, at which K-prefixes."""
 
     pool: str = cfg_field(help="pool directory")
-    selectors: list[str] = cfg_field(["non-neural"], help="selector names, or 'all' / 'non-neural' (commas also split)")
+    selectors: list[str] = cfg_field(["non-neural"], help="selector names, or 'non-neural', or 'all': every "
+                                     "non-neural selector plus each neural one whose model is available (a "
+                                     "--judge_model / --reward_model / --prm flag, the policy for 'confidence' "
+                                     "(--policy or the pool manifest's model), or scores stored in the pool); the "
+                                     "neural ones left out are named on stderr (commas also split)")
     prefixes: list[int] | None = cfg_field(None, help="K-prefixes to select at (e.g. 1 2 4 8); null: the full pool")
     policy: str | None = cfg_field(None, help="policy model for 'confidence' (default: the pool manifest's "
                                    "model + adapter)")
@@ -39,6 +44,8 @@ class SelectConfig:
             raise ConfigError(f"field 'backend' must be one of {BACKENDS}, got {self.backend!r}")
         if self.prefixes is not None and (not self.prefixes or min(self.prefixes) < 1):
             raise ConfigError(f"field 'prefixes' must be K-prefixes >= 1, got {self.prefixes!r}")
+        if self.prm is not None and not Path(self.prm).is_dir():
+            raise ConfigError(f"field 'prm': no PRM directory {self.prm!r} (calver train prm writes one)")
 
 
 def add_commands(sub) -> None:
@@ -90,10 +97,14 @@ def _pool_merge(args) -> int:
     return cmd_pool_merge(args)
 
 
-def _names(specs: list[str]) -> list[str]:
-    from calver.infer.selectors import NON_NEURAL, SELECTORS
+def _names(specs: list[str]) -> tuple[list[str], set[str]]:
+    """The selector names to run, and the neural names that only ``all`` brought in: those run only
+    when their model is available (:func:`_unavailable`); a neural selector named explicitly always runs
+    (and fails clearly when it has neither a model nor stored scores)."""
+    from calver.infer.selectors import NEURAL, NON_NEURAL, SELECTORS
 
     out: list[str] = []
+    explicit: set[str] = set()
     for n in specs:
         if n == "all":
             out += list(SELECTORS)
@@ -103,7 +114,24 @@ def _names(specs: list[str]) -> list[str]:
             raise ConfigError(f"field 'selectors': unknown selector {n!r}; known: {', '.join(SELECTORS)}")
         else:
             out.append(n)
-    return list(dict.fromkeys(out))
+            explicit.add(n)
+    names = list(dict.fromkeys(out))
+    return names, {n for n in names if n in NEURAL and n not in explicit}
+
+
+# The flag that gives each neural selector its model (what `all` names when it leaves one out).
+MODEL_FLAGS = {"confidence": "--policy", "judge": "--judge_model", "reward_model": "--reward_model",
+               "reward_model_trace": "--reward_model", "prm": "--prm"}
+
+
+def _unavailable(names: set[str], cfg: SelectConfig, pool) -> dict[str, str]:
+    """``{name: flag}`` for each neural selector in ``names`` with no model: no flag given, no policy in the
+    pool manifest (``confidence``) and no scores stored in the pool."""
+    stored = set(pool.selection_names())
+    manifest_policy = ((pool.manifest().get("model") or {}).get("path"))
+    given = {"confidence": cfg.policy or manifest_policy, "judge": cfg.judge_model, "reward_model": cfg.reward_model,
+             "reward_model_trace": cfg.reward_model, "prm": cfg.prm}
+    return {n: MODEL_FLAGS[n] for n in sorted(names) if not given.get(n) and n not in stored}
 
 
 def _build(names: list[str], cfg: SelectConfig, pool):
@@ -146,14 +174,16 @@ def _select(args) -> int:
         return 2
     try:
         cfg = parse(SelectConfig, args.config, args)
-        names = _names(cfg.selectors)
+        names, optional = _names(cfg.selectors)
     except ConfigError as e:
         print(f"calver select: error: {e}", file=sys.stderr)
         return 2
-    return run_select(cfg, names)
+    return run_select(cfg, names, optional)
 
 
-def run_select(cfg: SelectConfig, names: list[str]) -> int:
+def run_select(cfg: SelectConfig, names: list[str], optional: set[str] = frozenset()) -> int:
+    """Run ``names`` over ``cfg.pool``; the neural names in ``optional`` (brought in by ``all``) are
+    dropped, and named on stderr with the flag that would add them, when their model is unavailable."""
     from calver.infer.firewall import FirewallError
     from calver.infer.pool import Pool, PoolError
     from calver.infer.select import run_selection
@@ -169,6 +199,10 @@ def run_select(cfg: SelectConfig, names: list[str]) -> int:
         if isinstance(shard, dict):
             _log(f"warning: {pool.root} is shard {shard.get('index')} of {shard.get('num_shards')}, not a whole pool; "
                  "merge the shards first (`calver pool merge --out DIR SHARD_DIR ...`)")
+        skipped = _unavailable(set(optional), cfg, pool)
+        if skipped:
+            names = [n for n in names if n not in skipped]
+            _log("all: leaving out " + ", ".join(f"{n} (no model: pass {flag})" for n, flag in skipped.items()))
         sels, samplers = _build(names, cfg, pool)
         try:
             # Full-K first so that neural scores computed here are stored before any prefix reuses them.

@@ -103,8 +103,68 @@ def _tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass
+class MergeAdapterConfig:
+    """``calver merge-adapter``: save a base model with a LoRA adapter merged in (and the adapter's tokenizer),
+    e.g. the SFT policy that ``calver train grpo`` then trains its own LoRA on (``--model_name_or_path OUT``)
+    and that ``calver sample --model OUT --adapter GRPO_DIR`` samples with the GRPO adapter."""
+
+    adapter: str = cfg_field(help="LoRA adapter directory (adapter_config.json), e.g. calver train sft's output_dir")
+    out: str = cfg_field(help="output directory for the merged model (must not exist, or be empty)")
+    base: str | None = cfg_field(None, help="base model dir or hub id; null: the adapter's base_model_name_or_path")
+    dtype: str = cfg_field("auto", help="dtype to load the base in: auto (the checkpoint's) | bfloat16 | float16 | "
+                           "float32. A QLoRA (NF4) adapter merges into the unquantized base")
+
+    def __post_init__(self) -> None:
+        check_types(self)
+        if not (Path(self.adapter) / "adapter_config.json").is_file():
+            raise ConfigError(f"field 'adapter': {self.adapter!r} holds no adapter_config.json (a LoRA adapter "
+                              "directory, e.g. the output_dir of calver train sft with use_peft)")
+        out = Path(self.out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"field 'out': {self.out!r} exists and is not an empty directory")
+        if self.dtype not in ("auto", "bfloat16", "float16", "float32"):
+            raise ConfigError(f"field 'dtype' must be auto, bfloat16, float16 or float32, got {self.dtype!r}")
+        if self.base is None:
+            cfg = json.loads((Path(self.adapter) / "adapter_config.json").read_text(encoding="utf-8"))
+            self.base = cfg.get("base_model_name_or_path")
+            if not self.base:
+                raise ConfigError(f"field 'base': {self.adapter}/adapter_config.json names no "
+                                  "base_model_name_or_path; pass --base MODEL")
+
+
+def merge_adapter(cfg: MergeAdapterConfig) -> str:
+    """Load ``cfg.base`` on CPU, merge ``cfg.adapter`` into it, save model + tokenizer to ``cfg.out``."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = "auto" if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
+    base = AutoModelForCausalLM.from_pretrained(cfg.base, dtype=dtype)
+    PeftModel.from_pretrained(base, cfg.adapter).merge_and_unload().save_pretrained(cfg.out)
+    has_tok = any((Path(cfg.adapter) / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json"))
+    AutoTokenizer.from_pretrained(cfg.adapter if has_tok else cfg.base).save_pretrained(cfg.out)
+    return cfg.out
+
+
+def _merge_adapter(args: argparse.Namespace) -> int:
+    from calver.config import parse
+
+    try:
+        cfg = parse(MergeAdapterConfig, args.config, args)
+    except ConfigError as e:
+        print(f"calver merge-adapter: error: {e}", file=sys.stderr)
+        return 2
+    print(merge_adapter(cfg))
+    return 0
+
+
 def add_commands(subparsers) -> None:
-    """Register ``train`` with the sub-subcommands ``sft``, ``grpo`` and ``prm``, and ``tiny-model``."""
+    """Register ``train`` with the sub-subcommands ``sft``, ``grpo`` and ``prm``, ``tiny-model`` and
+    ``merge-adapter``."""
+    add_command(subparsers, "merge-adapter", (MergeAdapterConfig,), help="save a base model with a LoRA adapter "
+                "merged in (the SFT policy GRPO trains on and the GRPO adapter is sampled with)",
+                description=MergeAdapterConfig.__doc__).set_defaults(func=_merge_adapter)
     add_command(subparsers, "tiny-model", (TinyModelConfig,), help="build the tiny random-init Qwen2 policy and its "
                 "tokenizer locally (tests, CPU recipes)", description=TinyModelConfig.__doc__).set_defaults(
         func=_tiny_model)
