@@ -151,14 +151,10 @@ def _finish_wandb() -> None:
 
 
 def merge_adapter(model: str, adapter: str, out: Path) -> str:
-    """Save ``model`` with the LoRA ``adapter`` merged in (and its tokenizer) to ``out``."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Save ``model`` with the LoRA ``adapter`` merged in (``calver merge-adapter``)."""
+    from calver.train.cli import MergeAdapterConfig, merge_adapter as merge
 
-    base = AutoModelForCausalLM.from_pretrained(model)
-    PeftModel.from_pretrained(base, adapter).merge_and_unload().save_pretrained(out)
-    AutoTokenizer.from_pretrained(adapter).save_pretrained(out)
-    return str(out)
+    return str(merge(MergeAdapterConfig(adapter=adapter, out=str(out), base=model)))
 
 
 # ---- pools --------------------------------------------------------------------------------------

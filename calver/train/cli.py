@@ -85,13 +85,20 @@ class TinyModelConfig:
             raise ConfigError(f"field 'dataset': no such file {self.dataset!r}")
 
 
-def _tiny_model(args: argparse.Namespace) -> int:
+def _parse(cls, command: str, args: argparse.Namespace):
+    """The command's config from ``--config`` + flags, or None after printing the error (exit 2)."""
     from calver.config import parse
 
     try:
-        cfg = parse(TinyModelConfig, args.config, args)
+        return parse(cls, args.config, args)
     except ConfigError as e:
-        print(f"calver tiny-model: error: {e}", file=sys.stderr)
+        print(f"calver {command}: error: {e}", file=sys.stderr)
+        return None
+
+
+def _tiny_model(args: argparse.Namespace) -> int:
+    cfg = _parse(TinyModelConfig, "tiny-model", args)
+    if cfg is None:
         return 2
     from calver.train.tiny_model import build_tiny_model, dataset_corpus
 
@@ -148,12 +155,8 @@ def merge_adapter(cfg: MergeAdapterConfig) -> str:
 
 
 def _merge_adapter(args: argparse.Namespace) -> int:
-    from calver.config import parse
-
-    try:
-        cfg = parse(MergeAdapterConfig, args.config, args)
-    except ConfigError as e:
-        print(f"calver merge-adapter: error: {e}", file=sys.stderr)
+    cfg = _parse(MergeAdapterConfig, "merge-adapter", args)
+    if cfg is None:
         return 2
     print(merge_adapter(cfg))
     return 0
