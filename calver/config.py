@@ -350,6 +350,18 @@ def parse_args(types: Sequence[type], args: Sequence[str], prog: str = "calver")
     return cli_values(parser.parse_args(list(args)), types)
 
 
+def parse_command(command: str, types: type | Sequence[type], args: argparse.Namespace):
+    """A subcommand's config from ``--config`` + flags, or None after printing ``calver COMMAND: error: ...``
+    to stderr (the caller exits 2, like every calver command's config errors)."""
+    import sys
+
+    try:
+        return parse(types, args.config, args)
+    except ConfigError as e:
+        print(f"calver {command}: error: {e}", file=sys.stderr)
+        return None
+
+
 def add_command(subparsers, name: str, types: Sequence[type], *, help: str, description: str | None = None,
                 config_help: str | None = None, renamed: Mapping[str, str] | None = None,
                 **kwargs: Any) -> argparse.ArgumentParser:
@@ -364,4 +376,4 @@ def add_command(subparsers, name: str, types: Sequence[type], *, help: str, desc
 
 __all__ = ["ArgumentParser", "ConfigError", "add_command", "add_fields", "build", "cfg_field", "check_config_keys",
            "check_keys", "check_types", "cli_values", "closest", "collect", "field_names", "from_text", "matches",
-           "parse", "parse_args", "read_yaml"]
+           "parse", "parse_args", "parse_command", "read_yaml"]

@@ -50,8 +50,11 @@ def _graph_key(p) -> str:
 
 
 def write_problems(problems, path: Path) -> Path:
+    """Problems as JSONL in the exporter's canonical form (:func:`calver.data_gen.export.problem_json`)."""
+    from calver.data_gen.export import problem_json
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(p.to_dict(), sort_keys=True) + "\n" for p in problems))
+    path.write_text("".join(problem_json(p) + "\n" for p in problems))
     return path
 
 
@@ -171,18 +174,12 @@ def sample_pool(cfg: DemoConfig, sampler, problems: Path, out: Path, model: str,
 
 
 def open_sampler(cfg: DemoConfig, model: str, adapter: str | None):
-    from calver.infer.sampler import make_sampler
+    from calver.infer.sampler import make_sampler, resolve_backend_name
 
-    kwargs: dict[str, Any] = {}
-    if cfg.model is None:
-        kwargs = {"max_model_len": 1024} if _backend(cfg) == "vllm" else {}
-    return make_sampler(model, adapter, backend=cfg.backend, **kwargs)
-
-
-def _backend(cfg: DemoConfig) -> str:
-    from calver.infer.sampler import vllm_available
-
-    return cfg.backend if cfg.backend != "auto" else ("vllm" if vllm_available() else "hf")
+    backend = resolve_backend_name(cfg.backend)
+    # the tiny policy's traces are short: a 1024-token context keeps vLLM's KV cache small
+    kwargs = {"max_model_len": 1024} if cfg.model is None and backend == "vllm" else {}
+    return make_sampler(model, adapter, backend=backend, **kwargs)
 
 
 # ---- distilled PRM ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from calver.config import ConfigError, add_command, cfg_field, check_types, parse
+from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, HEADLINE_DRAWS
 from calver.evaluation.scaling import K_GRID
 
@@ -125,15 +125,6 @@ class RouteConfig:
         _check(self, ("k", "draws"))
 
 
-def _load(cmd: str, types, args):
-    """The command's config objects, or None after printing the ConfigError (exit status 2)."""
-    try:
-        return parse(types, args.config, args)
-    except ConfigError as e:
-        print(f"calver {cmd}: error: {e}", file=sys.stderr)
-        return None
-
-
 def add_commands(subparsers) -> None:
     p = add_command(
         subparsers, "eval", (EvalConfig,),
@@ -147,7 +138,7 @@ def add_commands(subparsers) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    cfg = _load("eval", EvalConfig, args)
+    cfg = parse_command("eval", EvalConfig, args)
     return 2 if cfg is None else eval_pool(cfg)
 
 
@@ -270,7 +261,7 @@ def _refine(args) -> int:
     from calver.infer.refine.refine import RefineConfig
     from calver.infer.sampler import make_sampler
 
-    loaded = _load("refine", (RefineRun, RefineConfig), args)
+    loaded = parse_command("refine", (RefineRun, RefineConfig), args)
     if loaded is None:
         return 2
     run, cfg = loaded
@@ -287,7 +278,7 @@ def _refine(args) -> int:
 def _audit(args) -> int:
     from calver.evaluation.audit_judges import markdown, run_audit
 
-    cfg = _load("audit-judges", AuditJudgesConfig, args)
+    cfg = parse_command("audit-judges", AuditJudgesConfig, args)
     if cfg is None:
         return 2
     prm = judge = None
@@ -314,7 +305,7 @@ def _audit(args) -> int:
 def _route(args) -> int:
     from calver.evaluation.router_calibration import markdown, run_route
 
-    cfg = _load("route", RouteConfig, args)
+    cfg = parse_command("route", RouteConfig, args)
     if cfg is None:
         return 2
     try:

@@ -127,11 +127,9 @@ def prepare_pool(cfg: SampleConfig, manifest: dict[str, Any], problem_rows: list
 
 # ---- main ----------------------------------------------------------------------------------------
 def resolve_backend(cfg: SampleConfig) -> str:
-    if cfg.backend != "auto":
-        return cfg.backend
-    from calver.infer.sampler import vllm_available
+    from calver.infer.sampler import resolve_backend_name
 
-    return "vllm" if vllm_available() else "hf"
+    return resolve_backend_name(cfg.backend)
 
 
 def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = False) -> Pool:

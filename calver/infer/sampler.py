@@ -319,6 +319,13 @@ def vllm_available() -> bool:
         return False
 
 
+def resolve_backend_name(backend: str) -> str:
+    """``auto`` -> ``vllm`` when vLLM imports, else ``hf``; an explicit backend is returned as is."""
+    if backend == "auto":
+        return "vllm" if vllm_available() else "hf"
+    return backend
+
+
 def make_sampler(
     model_path: str | Path,
     adapter_path: str | Path | None = None,
@@ -327,8 +334,7 @@ def make_sampler(
     **kwargs: Any,
 ) -> Sampler:
     """Build a sampler; ``backend="auto"`` picks vLLM when it imports, else HF ``generate``."""
-    if backend == "auto":
-        backend = "vllm" if vllm_available() else "hf"
+    backend = resolve_backend_name(backend)
     if backend == "vllm":
         return VLLMSampler(model_path, adapter_path, **kwargs)
     if backend == "hf":

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calver.config import ConfigError, add_command, cfg_field, check_types
+from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
 
 TRAINERS = {
     "sft": ("calver.train.sft_config", "load_sft_config", "calver.train.sft", "run_sft",
@@ -85,19 +85,8 @@ class TinyModelConfig:
             raise ConfigError(f"field 'dataset': no such file {self.dataset!r}")
 
 
-def _parse(cls, command: str, args: argparse.Namespace):
-    """The command's config from ``--config`` + flags, or None after printing the error (exit 2)."""
-    from calver.config import parse
-
-    try:
-        return parse(cls, args.config, args)
-    except ConfigError as e:
-        print(f"calver {command}: error: {e}", file=sys.stderr)
-        return None
-
-
 def _tiny_model(args: argparse.Namespace) -> int:
-    cfg = _parse(TinyModelConfig, "tiny-model", args)
+    cfg = parse_command("tiny-model", TinyModelConfig, args)
     if cfg is None:
         return 2
     from calver.train.tiny_model import build_tiny_model, dataset_corpus
@@ -155,7 +144,7 @@ def merge_adapter(cfg: MergeAdapterConfig) -> str:
 
 
 def _merge_adapter(args: argparse.Namespace) -> int:
-    cfg = _parse(MergeAdapterConfig, "merge-adapter", args)
+    cfg = parse_command("merge-adapter", MergeAdapterConfig, args)
     if cfg is None:
         return 2
     print(merge_adapter(cfg))

@@ -365,8 +365,7 @@ class NodeSetFamily(TaskFamily):
                 "GRAPH": g.to_text(),
                 "QUERY": self.query_slot(problem, query),
                 "STRATEGY": self.format_object(obj),
-                "DERIVATION": (self.derivation_slot(g, query, obj) if witnesses is None
-                               else self.derivation_slot(g, query, obj, witnesses)),
+                "DERIVATION": self.derivation_slot(g, query, obj, witnesses),
                 "RESULT": "valid" if valid else "invalid",
                 "ANSWER": self.format_object(obj),
             }
