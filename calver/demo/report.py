@@ -29,15 +29,17 @@ def ci(r: dict[str, Any] | None, scale: float = 100, signed: bool = False, digit
     return f"{f.format(scale * r['estimate'])} [{f.format(scale * r['ci_low'])}, {f.format(scale * r['ci_high'])}]"
 
 
-def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], timings: dict[str, float]) -> dict:
-    """Compute the policy-level statistics, write ``report/`` and return the summary dict."""
+def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], timings: dict[str, float],
+                 units: dict[str, list] | None = None) -> dict:
+    """Compute the policy-level statistics, write ``report/`` and return the summary dict (``units``: each
+    pool's scored units, when the caller already loaded them)."""
     from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
     from calver.evaluation.report import write_report
     from calver.evaluation.units import load_units
 
     rdir = run / "report"
     rdir.mkdir(parents=True, exist_ok=True)
-    units = {name: load_units(str(root)) for name, root in pools.items()}
+    units = units or {name: load_units(str(root)) for name, root in pools.items()}
     rep: dict[str, Any] = {"policies": {}, "shuffled": {}, "run": str(run), "k": cfg.k}
     for name, us in units.items():
         rep["policies"][name] = policy_stats(us, draws=cfg.decomp_draws, seed=cfg.seed)

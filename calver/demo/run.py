@@ -133,15 +133,18 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         selectors.append(stages.prm_selector(run))
 
     st.start("selection")
+    from calver.evaluation.units import load_units
+
     out["pools"] = {name: str(p) for name, p in pools.items()}
     out["evaluations"] = {}
+    units = {name: load_units(str(root)) for name, root in pools.items()}  # scored once, for eval and report
     for name, root in pools.items():
         if name == "base":
             continue
-        out["evaluations"][name] = stages.select_and_evaluate(cfg, root, selectors, log)
+        out["evaluations"][name] = stages.select_and_evaluate(cfg, root, selectors, log, units[name])
 
     st.start("report")
-    report = build_report(cfg, run, out, pools, st.timings)
+    report = build_report(cfg, run, out, pools, st.timings, units)
     st.stop()
     report["timings_s"] = {**st.timings, "total": time.time() - t0}
     (run / "report" / "report.md").write_text(markdown(cfg, report))  # again, with the report's own time

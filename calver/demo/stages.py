@@ -211,8 +211,9 @@ def prm_selector(run: Path):
 
 
 # ---- selection, evaluation, refinement ------------------------------------------------------------
-def select_and_evaluate(cfg: DemoConfig, pool_root: Path, selectors: list[Any], log) -> dict[str, Any]:
-    """Run the selectors on a frozen pool and evaluate them (clustered CIs, K-curves, audits)."""
+def select_and_evaluate(cfg: DemoConfig, pool_root: Path, selectors: list[Any], log, units=None) -> dict[str, Any]:
+    """Run the selectors on a frozen pool and evaluate them (clustered CIs, K-curves, audits); ``units``:
+    the pool's scored units, when already loaded."""
     from calver.evaluation.evaluate import evaluate
     from calver.evaluation.scaling import K_GRID
     from calver.infer.pool import Pool
@@ -223,7 +224,7 @@ def select_and_evaluate(cfg: DemoConfig, pool_root: Path, selectors: list[Any], 
     names = [s if isinstance(s, str) else s.name for s in selectors]
     ks = [k for k in K_GRID if k <= cfg.k]
     return evaluate(str(pool_root), names, draws=cfg.draws, decomp_draws=cfg.decomp_draws, seed=cfg.seed, ks=ks,
-                    audits=cfg.audits)
+                    audits=cfg.audits, units=units)
 
 
 def refine(cfg: DemoConfig, sampler, pool_root: Path, out: Path, log) -> dict[str, Any]:

@@ -177,15 +177,17 @@ def evaluate(
     audit_limit: int | None = None,
     ladder_frac: float = 0.1,
     text_selectors: Mapping[str, Callable] | None = None,
+    units: Sequence[UnitFacts] | None = None,
 ) -> dict[str, Any]:
-    """Everything ``calver eval`` reports for one pool, as one JSON-able dict (unrounded numbers)."""
+    """Everything ``calver eval`` reports for one pool, as one JSON-able dict (unrounded numbers).
+    ``units``: the pool's :func:`load_units`, when the caller already scored them."""
     t0 = time.time()
     pool = Pool(pool_dir)
     try:
         manifest = pool.manifest()
     except Exception:  # noqa: BLE001 - a manifest-less pool still evaluates; recorded below
         manifest = {}
-    units = load_units(pool)
+    units = list(units) if units is not None else load_units(pool)
     indices, agreement = selector_picks(pool, units, selectors)
     res = evaluate_units(units, indices, draws=draws, decomp_draws=decomp_draws, seed=seed, threshold=threshold)
     res["builtin_agreement_with_stored"] = agreement
