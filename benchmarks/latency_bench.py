@@ -52,7 +52,7 @@ def cpu(fn) -> float:
 
 
 def _parse(text, fmt) -> None:
-    graph_cache.cache_clear()
+    graph_cache.memo.clear()
     try:
         parse_graph(text, fmt=fmt)
     except GraphError:

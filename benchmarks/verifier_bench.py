@@ -76,7 +76,7 @@ def make_cases(n: int, count: int, rnd: random.Random):
 
 def fresh(p: Problem) -> Problem:
     """A new Problem object, with the graph-text parse cache emptied: nothing is reused."""
-    graph_cache.cache_clear()
+    graph_cache.memo.clear()
     return Problem(task=p.task, graph=p.graph, query=dict(p.query))
 
 

@@ -37,3 +37,12 @@ def tiny_lora_dir(tiny_model_dir, tmp_path_factory):
     from calver.train.tiny_model import build_random_lora
 
     return build_random_lora(tiny_model_dir, tmp_path_factory.mktemp("tiny_lora") / "adapter", r=8, seed=0)
+
+
+@pytest.fixture
+def memo_budget():
+    """``memo_budget(n)`` sets the verifier's shared memo budget to ``n`` bytes for one test."""
+    from calver.verifier import memo
+
+    yield memo.set_budget
+    memo.set_budget(memo.DEFAULT_BUDGET)

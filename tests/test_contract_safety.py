@@ -395,9 +395,15 @@ def _general_split(trace: str):
         return contract.split_slots(trace)
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
-@given(st.lists(st.sampled_from(["", " ", "  ", "**", "*x*", "`a`", "_", "\r", "x\u2028y", "{A, B}", "A -> B",
-                                 "GRAPH: x", "task=x; y=1", "```", "- z", ":", "\t"]), min_size=6, max_size=6),
+# the earlier pieces, and the 2026-12-01 audit's decorations (tools/fastpath.py: 562 of 30,000 differed)
+_PIECES = st.sampled_from(["", " ", "  ", "**", "*x*", "`a`", "_", "\r", "x\u2028y", "{A, B}", "A -> B", "GRAPH: x",
+                           "task=x; y=1", "```", "- z", ":", "\t", "{Z}", "{}", "X -> Y", "`", "valid", "x\r",
+                           "\u2028", "\x85", "\x0c", "\x1c", "\x1d", "\x1e", "\x0b", "…", "RESULT", "STEP 1:",
+                           "a\u2029b", "GRAPH: a", "ANSWER:", ".", "`{Z}`."])
+
+
+@settings(max_examples=3000, deadline=None, derandomize=True)
+@given(st.lists(st.lists(_PIECES, max_size=4).map("".join), min_size=6, max_size=6),
        st.sampled_from(["GRAPH", "CONSTRAINTS"]), st.booleans())
 def test_canonical_fast_path_equals_general_path(values, graph_label, newline):
     from calver.verifier.contract import SLOTS, _split_canonical

@@ -235,20 +235,27 @@ def test_ate_repro_margin_trace_is_not_six(repro):
 # ---- the per-problem slot memo is bounded in bytes ------------------------------------------------
 
 
-def test_slot_memo_is_bounded(monkeypatch):
+def test_slot_memo_is_bounded(memo_budget):
     """A long run samples ever new GRAPH texts for one problem: the memo must not keep them all."""
+    from calver.verifier import memo as memos
     from calver.verifier import scoring
 
-    monkeypatch.setattr(scoring, "_MEMO_BUDGET", 256 * 1024)
+    budget = 256 * 1024
+    memo_budget(budget)
     g = CausalGraph.build([f"V{i}" for i in range(12)], [(f"V{i}", f"V{i + 1}") for i in range(11)], (), GraphClass.DAG)
     p = Problem(task="backdoor_set", query={"treatment": "V0", "outcome": "V11"}, graph=g)
     base = get_family("backdoor_set").canonical_trace(p, set())
     edges = [f"V{i} -> V{i + 1}" for i in range(11)]
     rng = random.Random(0)
+    peak = 0
     for _ in range(3000):
         rng.shuffle(edges)  # the same graph written in a new order: a new memo key each time
         assert score(replace_slot(base, "GRAPH", ", ".join(edges)), p).total == 6
-        memo = scoring._PROBLEM_CACHE[id(p)][2]
+        entry = scoring._PROBLEMS.get(id(p))  # None right after the budget dropped every memo
+        memo = entry[2] if entry is not None else {}
+        peak = max(peak, len(memo))
         graph_chars = sum(len(k[1]) for k in memo if isinstance(k, tuple) and k[0] == "GRAPH")
-        assert 8 * graph_chars <= scoring._MEMO_BUDGET and len(memo) <= scoring._MEMO_BUDGET // 512 + 1
+        assert 32 * graph_chars <= budget and len(memo) <= budget // 512 + 1
+        assert memos.usage()[0] <= budget
     assert len(memo) < 3000  # it was emptied at least once
+    assert peak > 10  # and refilled in between

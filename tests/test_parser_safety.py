@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, parse_graph, render_graph, score
+from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, ProblemError, parse_graph, render_graph, score
 from calver.verifier.formats.prose import parse as _parse_prose
 from calver.verifier.parsers import (
     RENDER_FORMATS, ParseError, graph_cache, parse_node_list, parse_node_set, parse_node_sets, parse_path,
@@ -112,7 +112,7 @@ def test_ate_score_on_huge_result_does_not_raise(result):
 # ---- linear time on hostile text ------------------------------------------------------------
 def _graph(fmt):
     def run(s):
-        graph_cache.cache_clear()  # parse_graph memoizes successes
+        graph_cache.memo.clear()  # parse_graph memoizes successes
         return parse_graph(s, fmt)
     return run
 
@@ -167,7 +167,16 @@ _EXOTIC = st.sampled_from(['"', "'", "\\", " ", "  ", "\t", "\n", "\r", "é", "�
                            "0", "1", "3.0", "and", "AND", "and ", "subgraph", "graph", "node", "edge", "digraph",
                            "strict", "causes", "Causally", "jointly", "the", "edges", "no edges", "directed edges",
                            "nodes", "Kind", "given", "with nodes", "\x00", "\x0b", "\u2028", "\ufeff", "A", "x"])
-NAMES = st.lists(_EXOTIC, min_size=1, max_size=4).map("".join) | st.text(min_size=1, max_size=8)
+ANY_NAMES = st.lists(_EXOTIC, min_size=1, max_size=4).map("".join) | st.text(min_size=1, max_size=8)
+
+
+def _legal(n: str) -> bool:
+    """The documented node-name rule, read independently: one line (as str.splitlines reads it) and
+    not every quote character."""
+    return len(n.splitlines()) == 1 and n.splitlines()[0] == n and not all(q in n for q in "\"'”")
+
+
+NAMES = ANY_NAMES.filter(_legal)
 
 
 @st.composite
@@ -191,7 +200,9 @@ def _expressible(fmt: str, names) -> bool:
         return not any(n.lower() in ("nodes", "kind", "edges", "directed", "bidirected", "class", "matrix", "links",
                                      "arcs", "adjacency", "graph_type", "directed_edges", "bidirected_edges",
                                      "bi-directed", "bi_directed") for n in names)
-    if fmt in ("arrows", "matrix"):
+    if fmt == "arrows":  # three quote pairs: every legal name
+        return True
+    if fmt == "matrix":
         return all(map(quotable, names))
     if fmt == "prose":
         return all("\n" not in n and len(n) <= 200 and not ('"' in n and "”" in n) for n in names)
@@ -212,8 +223,29 @@ def test_render_parse_round_trip_or_clear_error(g, fmt):
     back = parse_graph(text, "json" if fmt == "json_parents" else fmt)
     assert back == g, f"{fmt}:\n{text}"
     assert set(back.nodes) == set(g.nodes)
-    if fmt in ("json", "graphml", "dot", "json_parents"):  # unambiguous headers: auto-detect reads them too
+    if fmt in ("arrows", "json", "graphml", "dot", "json_parents"):  # auto-detect reads them too
         assert parse_graph(text) == g
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exotic_graphs())
+def test_problem_json_round_trips_every_legal_name(g):
+    """Problem.to_dict -> JSON -> from_dict (the GRPO export -> problem_json -> reward path) reloads the same
+    graph, and a query naming any node stays bound to it."""
+    x = g.nodes[0]
+    p = Problem(task="mediator", query={"treatment": x, "outcome": g.nodes[-1]}, graph=g)
+    back = Problem.from_dict(json.loads(json.dumps(p.to_dict())))
+    assert back.graph == g and back.graph.kind == g.kind
+    assert x in back.graph
+
+
+@given(ANY_NAMES.filter(lambda n: not _legal(n)))
+def test_illegal_names_are_refused_at_load(name):
+    with pytest.raises(GraphError, match="line break|quote"):
+        CausalGraph.build([name, "B"], [(name, "B")])
+    with pytest.raises(ProblemError, match="graph"):
+        Problem.from_dict({"task": "backdoor_set", "graph": {"edges": [[name, "B"]]},
+                           "query": {"treatment": "B", "outcome": "C"}})
 
 
 def test_dot_backslash_names_round_trip_and_match_networkx():

@@ -35,7 +35,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from functools import lru_cache
+
+from calver.verifier.memo import memoized, text_cost
 
 SLOTS: tuple[str, ...] = ("GRAPH", "QUERY", "STRATEGY", "DERIVATION", "RESULT", "ANSWER")
 # Other names a slot may go by (the K&K family writes its formal object under CONSTRAINTS).
@@ -98,6 +99,8 @@ def _clean_value(value: str) -> str:
         # A slot's value is its first paragraph: prose after a blank line is not part of the slot.
         value = _PARAGRAPH.split(value, maxsplit=1)[0]
         value = "\n".join(ln.strip() for ln in value.splitlines() if ln.strip())
+    if value[-2:] in ("`.", "*.", "_."):  # `{Z}`. : the sentence's period after the decoration
+        value = value[:-1]
     if value and (value[0] in "*_`" or value[-1] in "*_`"):
         # str.strip, not a regex: `[*_`]+$` retried at each star of a long run is quadratic.
         value = value.strip("*_`").strip()
@@ -159,6 +162,9 @@ _CANONICAL = re.compile(
     r"RESULT: ([^\n]*)\nANSWER: ([^\n]*)\n?"
 )
 _CANONICAL_MAX = 15_000  # below every slot limit, so no length check can differ
+# What _HEADER consumes after the colon (blanks, then one decoration run and blanks): the fast path
+# skips exactly that, so both paths hand _clean_value the same text.
+_AFTER_COLON = re.compile(r"[ \t]*+(?:[*_`]++[ \t]*+)?+")
 
 
 def _split_canonical(trace: str) -> SlotParse | None:
@@ -171,7 +177,7 @@ def _split_canonical(trace: str) -> SlotParse | None:
     groups = m.groups()
     out.header_names = dict(zip(SLOTS, (groups[0],) + SLOTS[1:]))
     for slot, raw in zip(SLOTS, groups[1:]):
-        value = _clean_value(raw)
+        value = _clean_value(raw[_AFTER_COLON.match(raw).end():])
         out.values[slot] = value
         if not value:
             out.problems[slot] = f"{slot} slot is empty"
@@ -222,7 +228,7 @@ _KEY = re.compile(r"(?:^|[;,\s(\n])([A-Za-z_][A-Za-z0-9_]*+)\s*+(?:=|:(?![:=]))\
 _BRACKET = re.compile(r"[{}\[\]()]")
 
 
-@lru_cache(maxsize=8192)
+@memoized("key=value", lambda text: text_cost(text, 8))
 def _parse_kv_cached(text: str) -> tuple[tuple[str, str], ...]:
     # Bracket depth only matters at key positions: record it at each bracket, then look up.
     marks: list[tuple[int, int]] = []

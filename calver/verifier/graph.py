@@ -7,6 +7,7 @@ precomputes integer bitmask adjacency once (``parents_mask`` etc.), so the primi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Iterator
@@ -38,6 +39,23 @@ class GraphClass(str, Enum):
 
 class GraphError(ValueError):
     """A graph text or structure is malformed, or violates its declared class."""
+
+
+# Line breaks as str.splitlines reads them: a name holding one cannot sit on a trace's slot line.
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def check_name(name: object) -> None:
+    """Raise :class:`GraphError` unless ``name`` is a legal node name: a non-empty string with no line
+    break that some quote pair of arrow text can hold (``"..."``, ``'...'`` or ``“...”``). Every
+    legal name survives ``to_text`` -> ``parse_graph``; the other renderers hold it or refuse it."""
+    if not isinstance(name, str) or not name:
+        raise GraphError(f"node names must be non-empty strings, got {name!r}")
+    if _LINE_BREAKS.search(name):
+        raise GraphError(f"node name {name[:40]!r} holds a line break")
+    if '"' in name and "'" in name and "”" in name:
+        raise GraphError(f"node name {name[:40]!r} holds every quote character (\", ', ”): no text format can "
+                         "quote it")
 
 
 def _bidirected_key(a: str, b: str) -> tuple[str, str]:
@@ -87,8 +105,7 @@ class CausalGraph:
         except TypeError as e:  # an unhashable "name"
             raise GraphError(f"node names must be strings: {e}") from None
         for n in order:
-            if not isinstance(n, str) or not n:
-                raise GraphError(f"node names must be non-empty strings, got {n!r}")
+            check_name(n)
         d_edges = set(d_list)
         b_edges: set[tuple[str, str]] = set()
         for a, b in b_list:
@@ -203,16 +220,19 @@ class CausalGraph:
         return self.names(self.siblings_mask[self.index(node)])
 
     def edges_text(self) -> list[str]:
-        """Canonical sorted edge strings (``A -> B``, ``A <-> B``)."""
-        out = [f"{a} -> {b}" for a, b in sorted(self.directed)]
-        out += [f"{a} <-> {b}" for a, b in sorted(self.bidirected)]
+        """Canonical sorted edge strings (``A -> B``, ``A <-> B``), names quoted where arrow text needs it."""
+        from calver.verifier.formats.arrows import render_name
+
+        out = [f"{render_name(a)} -> {render_name(b)}" for a, b in sorted(self.directed)]
+        out += [f"{render_name(a)} <-> {render_name(b)}" for a, b in sorted(self.bidirected)]
         return out
 
     def to_text(self) -> str:
-        """Canonical arrow text, readable back by ``parse_graph``; isolated nodes listed too."""
-        touched = {n for e in self.directed | self.bidirected for n in e}
-        parts = self.edges_text() + [n for n in self.nodes if n not in touched]
-        return ", ".join(parts)
+        """Canonical arrow text (``render_graph(g, "arrows")``): ``parse_graph`` reads back this graph
+        for every legal node name (see :func:`check_name`); isolated nodes listed too."""
+        from calver.verifier.formats.arrows import render
+
+        return render(self)
 
     def relabel(self, mapping: dict[str, str]) -> "CausalGraph":
         return CausalGraph.build(

@@ -22,13 +22,13 @@ Decisions:
 
 from __future__ import annotations
 
-import functools
 from typing import Iterable
 
 from calver.verifier.formats import arrows, clear, dot, graphml, json, matrix, prose
 from calver.verifier.formats.common import MAX_EDGES, ParseError
 from calver.verifier.formats.objects import parse_node_list, parse_node_set, parse_node_sets, parse_path
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+from calver.verifier.memo import memoized, text_cost
 
 __all__ = ["GraphError", "ParseError", "parse_graph", "render_graph", "parse_node_set", "parse_node_sets",
            "parse_node_list", "parse_path", "graph_cache", "FORMATS", "RENDER_FORMATS"]
@@ -74,9 +74,10 @@ def _parse(text: str, fmt, kind, nodes) -> CausalGraph:
             try:
                 raw = prose.parse(body, nodes)
             except ParseError as e:  # a bare node list, unless it reads like unparsed prose
-                raw = arrows.parse(body, nodes)
-                if any(n.count(" ") > 2 for n in raw[0]):
-                    raise e
+                try:
+                    raw = arrows.parse_arrows(body, max_words=3)[:4]
+                except arrows.ProseLike:
+                    raise e from None
             return _assemble(*raw, kind, nodes)
     fmt = str(fmt).lower()
     if fmt not in _PARSERS:
@@ -99,7 +100,8 @@ def _assemble(found, d, b, declared, kind, nodes) -> CausalGraph:
     return CausalGraph.build(found, d, b, kind if kind is not None else declared)
 
 
-graph_cache = functools.lru_cache(maxsize=4096)(_parse)
+# A parsed graph costs ~30 bytes per character of its text (index dicts, masks, frozensets).
+graph_cache = memoized("graph", lambda text, *_: text_cost(text, 32, 1024))(_parse)
 
 
 def parse_graph(text: str | bytes, fmt: str | None = None, kind: GraphClass | str | None = None,

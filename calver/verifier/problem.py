@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError, check_name
 
 MODES = ("supplied", "constructed")
 # (field, accepted JSON types, description) for Problem.from_dict
@@ -74,8 +74,11 @@ class Problem:
         elif self.variables is not None:
             if isinstance(self.variables, (str, bytes)) or not isinstance(self.variables, (list, tuple)):
                 raise ProblemError(f"field 'variables' must be a list of names, got {type(self.variables).__name__}")
-            if not all(isinstance(v, str) and v for v in self.variables):
-                raise ProblemError("field 'variables' must hold non-empty strings only")
+            for v in self.variables:
+                try:
+                    check_name(v)
+                except GraphError as e:
+                    raise ProblemError(f"field 'variables': {e}") from None
             self.variables = tuple(self.variables)
         for name in ("data", "meta"):
             if not isinstance(getattr(self, name), dict):

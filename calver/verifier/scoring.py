@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from calver.verifier.contract import SLOTS, SlotParse, parse_kv, split_slots
 from calver.verifier.family import Check, TraceContext
 from calver.verifier.graph import GraphError
+from calver.verifier.memo import Memo, charge
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import get_family
 from calver.verifier.values import normalize_value, values_equal
@@ -54,27 +55,23 @@ class TraceScore:
                 "grounded": self.grounded}
 
 
-_PROBLEM_CACHE: dict[int, tuple[Problem, dict[str, Any], dict[Any, Any]]] = {}
-# Byte budget of the per-problem slot memos together (a long GRPO run samples ever new GRAPH texts):
-# each entry is charged a multiple of its slot text (the parsed graph is held too); past the budget
-# every memo is dropped and refilled on demand.
-_MEMO_BUDGET = 64 * 2**20
-_memo_charge = 0
+# id(problem) -> (problem, normalized query, memo of its slot checks); every entry is charged to the
+# verifier's one memo budget (calver.verifier.memo), so a long GRPO run of ever new texts stays bounded.
+_PROBLEMS = Memo("problem")
 
 
-def _memo_put(memo: dict, key: tuple, text: str | int | None, value: Any) -> Any:
-    """Store ``value`` under ``key``, charged for ``text`` (or a character count) against the budget."""
-    global _memo_charge
-    cost = 512 + 8 * (text if isinstance(text, int) else len(text or ""))
-    _memo_charge += cost
-    if _memo_charge > _MEMO_BUDGET:
-        for _p, _q, m in _PROBLEM_CACHE.values():
-            kept = {k: m[k] for k in ("source",) if k in m}  # per-problem, not per-text: keep
-            m.clear()
-            m.update(kept)
-        _memo_charge = cost
+def _memo_put(memo: dict, key: tuple, text: str | int | None, value: Any, per_char: int = 8) -> Any:
+    """Store ``value`` under ``key`` in a problem's slot memo, charged ``per_char`` bytes per character of
+    ``text`` (or a character count)."""
+    charge(512 + per_char * (text if isinstance(text, int) else len(text or "")))
     memo[key] = value
     return value
+
+
+def _problem_cost(problem: Problem) -> int:
+    g = problem.graph
+    size = 0 if g is None else len(g.nodes) + len(g.directed) + len(g.bidirected)
+    return 4096 + 512 * size + 8 * len(problem.text or "")
 
 
 def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, Any]]:
@@ -84,8 +81,7 @@ def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, 
     computed once per distinct slot text. Keyed by identity: ``Problem`` is mutable, so callers
     that mutate a problem between scores get a fresh entry only for a new object.
     """
-    global _memo_charge
-    hit = _PROBLEM_CACHE.get(id(problem))
+    hit = _PROBLEMS.get(id(problem))
     if hit is not None and hit[0] is problem:
         return hit[1], hit[2]
     try:
@@ -95,11 +91,9 @@ def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, 
     except (ValueError, TypeError, KeyError, AttributeError, GraphError, RecursionError) as e:
         # a family that let a malformed field through: still the documented error, naming the problem
         raise ProblemError(f"malformed {problem.task} problem: {type(e).__name__}: {e}") from None
-    if len(_PROBLEM_CACHE) > 4096:
-        _PROBLEM_CACHE.clear()
-        _memo_charge = 0
-    _PROBLEM_CACHE[id(problem)] = (problem, q, {})
-    return q, _PROBLEM_CACHE[id(problem)][2]
+    memo: dict[Any, Any] = {}
+    _PROBLEMS.put(id(problem), (problem, q, memo), _problem_cost(problem))
+    return q, memo
 
 
 def _safe(fn, *args) -> Check:
@@ -145,7 +139,7 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
                 hit = (None, Check.fail(f"GRAPH does not parse: {e}"))
             else:
                 hit = (parsed, _safe(family.check_graph, parsed, problem))
-            _memo_put(memo, ("GRAPH", gtext), gtext, hit)
+            _memo_put(memo, ("GRAPH", gtext), gtext, hit, per_char=32)  # holds the parsed graph
         ctx.trace_graph = hit[0]
         record(0, "GRAPH", hit[1])
     source = _source(problem, family, memo)

@@ -4,13 +4,13 @@ graph-difference sentence b1 reports. Pure functions: no registry, no families."
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 from calver.verifier.graph import CausalGraph
+from calver.verifier.memo import memoized, text_cost
 
 
-@lru_cache(maxsize=16384)
+@memoized("node set", lambda text: text_cost(text, 16))
 def cached_node_set(text: str) -> frozenset[str]:
     """Memoized ``parse_node_set``: a pool's candidates repeat the same few sets."""
     from calver.verifier.parsers import parse_node_set
@@ -18,7 +18,7 @@ def cached_node_set(text: str) -> frozenset[str]:
     return parse_node_set(text)
 
 
-@lru_cache(maxsize=16384)
+@memoized("path", lambda text: text_cost(text, 16))
 def cached_path(text: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
     """Memoized ``parse_path``: (nodes, edge types or None)."""
     from calver.verifier.parsers import parse_path

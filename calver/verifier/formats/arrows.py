@@ -27,7 +27,8 @@ _HAS_ARROW = re.compile(r"<->|->|<-|[→←↔⟶⟵⟷⇒⇐⇔]|-->|<=>|=>")
 
 
 def lex(text: str, what: str) -> list[list]:
-    """Items (lists of [kind, value, pos, joinable, raw]) of arrow text; separators split items."""
+    """Items (lists of [kind, value, pos, joinable, raw]) of arrow text; separators split items.
+    A bare (joinable) name's value is its words joined by one space."""
     items, cur, arrows = [], [], 0
     for m in _ARROW_TOK.finditer(text):
         k, v, p = m.lastgroup, m.group(), m.start()
@@ -37,26 +38,46 @@ def lex(text: str, what: str) -> list[list]:
             raise ParseError(f"more than {MAX_EDGES} edges in {what}")
         if k == "sep" or (k == "w" and v.lower() == "and"):
             if cur:
-                items.append(cur)
+                items.append(_joined(cur))
                 cur = []
         elif k == "w":
             if cur and cur[-1][0] == "name" and cur[-1][3]:
-                cur[-1][1] += " " + v
+                cur[-1][1].append(v)  # words are joined once per name: += per word is quadratic
             else:
-                cur.append(["name", v, p, True, v])
+                cur.append(["name", [v], p, True, v])
         elif k == "bad" or (k == "arrow" and v not in _ARROWS) or v in ('""', "''", "“”"):
             raise bad_token(v, text, p, what)
         else:
             cur.append(["name" if k == "q" else k, v[1:-1] if k == "q" else _ARROWS.get(v, v), p, False, v])
     if cur:
-        items.append(cur)
+        items.append(_joined(cur))
     return items
 
 
-def parse_arrows(text: str, what: str = "arrow text"):
-    """-> (nodes, directed, bidirected, declared kind, bare names)."""
+def _joined(item: list[list]) -> list[list]:
+    for t in item:
+        if t[3]:
+            t[1] = " ".join(t[1])
+    return item
+
+
+class ProseLike(ParseError):
+    """Arrow text whose unquoted names run longer than ``parse_arrows(max_words=)`` allows."""
+
+
+def max_bare_words(items: list[list]) -> int:
+    """The most words in one unquoted name of lexed ``items`` (0 if none): many reads like prose."""
+    return max((t[1].count(" ") + 1 for item in items for t in item if t[3]), default=0)
+
+
+def parse_arrows(text: str, what: str = "arrow text", max_words: int | None = None):
+    """-> (nodes, directed, bidirected, declared kind, bare names). With ``max_words``, an unquoted name
+    of more words is a ParseError (a bare node list that reads like unparsed prose)."""
     nodes, d, b, bare, declared = [], [], [], [], None
-    for item in lex(text, what):
+    items = lex(text, what)
+    if max_words is not None and max_bare_words(items) > max_words:
+        raise ProseLike(f"an unquoted name of more than {max_words} words in {what}")
+    for item in items:
         if len(item) >= 2 and item[0][0] == "name" and item[1][0] == "colon":
             try:
                 declared = GraphClass.parse(item[0][1])
@@ -118,8 +139,10 @@ def parse_fast(body: str):
 
 
 def render_name(n: str) -> str:
-    """``n`` as arrow text reads it back: bare when it lexes as one name, else quoted."""
-    return quote_name(n, bool(_BARE.fullmatch(n)) and "and" not in n.lower().split())
+    """``n`` as arrow text reads it back: bare when it lexes as one name (and cannot start a matrix row:
+    no leading digit), else quoted."""
+    bare = bool(_BARE.fullmatch(n)) and not n[0].isdigit() and "and" not in n.lower().split()
+    return quote_name(n, bare, ('""', "''", "“”"))
 
 
 def render(g: CausalGraph) -> str:

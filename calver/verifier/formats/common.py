@@ -34,11 +34,11 @@ def edge_type(t) -> str:
     return EDGE_TYPES[key]
 
 
-def quote_name(name: str, bare_ok: bool) -> str:
-    """``name`` as is when ``bare_ok``, else in the first quote character it does not hold."""
+def quote_name(name: str, bare_ok: bool, pairs: tuple[str, ...] = ('""', "''")) -> str:
+    """``name`` as is when ``bare_ok``, else in the first quote pair (open + close) it does not hold."""
     if bare_ok:
         return name
-    for q in "\"'":
-        if q not in name and "\n" not in name:
-            return q + name + q
-    raise GraphError(f"node name {name!r} cannot be rendered (newline or both quote characters)")
+    for q in pairs:
+        if q[1] not in name and "\n" not in name:
+            return q[0] + name + q[1]
+    raise GraphError(f"node name {name[:60]!r} cannot be rendered (a newline or every quote character)")

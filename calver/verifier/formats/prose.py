@@ -9,12 +9,12 @@ names are recognised.
 
 from __future__ import annotations
 
-import functools
 import re
 from itertools import accumulate, combinations
 
 from calver.verifier.formats.common import MAX_EDGES, ParseError
 from calver.verifier.graph import CausalGraph, GraphError
+from calver.verifier.memo import memoized
 
 _STOP = frozenset("""a an the it its this that these those which who whom what there they them he she we
 you i not never no cannot can't doesn't don't didn't won't does do did may might could would should will
@@ -51,7 +51,8 @@ _PHRASES = re.compile(r"(?<![^ ])(?:" + "|".join(f"(?P<{name}>{pat})" for name, 
 _PROSE_TOK = r"(?P<q>\"[^\"\n]{1,200}\"|“[^”\n]{1,200}”)|(?P<w>\w+(?:['’-]\w+)*)|(?P<p>[,:])|(?P<s>[.!?;\n]+)"
 
 
-@functools.lru_cache(maxsize=256)
+# a compiled alternation of the declared names costs ~100 bytes per character of them
+@memoized("prose lexer", lambda known: 4096 + 100 * sum(map(len, known)))
 def _prose_lexer(known: tuple[str, ...]):
     multi = sorted((n for n in known if not re.fullmatch(r"\w+", n)), key=len, reverse=True)
     alt = "|".join(map(re.escape, multi))

@@ -48,13 +48,14 @@ from calver.verifier.logic import (
 )
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.memo import Memo
 from calver.verifier.registry import register
 from calver.verifier.values import parse_bool
 
 QUESTIONS = ("roles",)
 MAX_PEOPLE = _ENGINE_MAX_PEOPLE  # a puzzle's people (2^n truth tables); larger puzzles are refused at load
 MAX_EXHAUSTIVE = 8  # ambiguous b1 attributions searched exhaustively (after the greedy pass) up to this many
-_CACHE: dict[int, tuple[Problem, dict[str, Any]]] = {}
+_CACHE = Memo("knights puzzle")  # id(problem) -> (problem, info): truth tables of 2^n bits each
 
 
 def _statement_list(speaker: str, said: Any) -> list[str]:
@@ -203,9 +204,8 @@ class KnightsKnaves(TaskFamily):
         # the models as one bitset; solutions are decoded only for grading (a 20-person puzzle may have 2^20)
         info = {"people": people, "constraints": cons, "tt": tt, "said": said, "roles": roles,
                 "table": tt.models(cons)}
-        if len(_CACHE) > 4096:
-            _CACHE.clear()
-        _CACHE[id(problem)] = (problem, info)
+        tables = 2 + len(said)
+        _CACHE.put(id(problem), (problem, info), 4096 + tables * (2 ** len(people) // 8) + 256 * len(cons))
         return info
 
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
@@ -339,13 +339,18 @@ class KnightsKnaves(TaskFamily):
                 return Check.fail(f"DERIVATION assignments={args['assignments']} but {n} people have {2 ** n}")
         return PASS
 
-    def declared_result(self, text: str) -> tuple[bool, int]:
+    @staticmethod
+    def _split_result(text: str) -> tuple[bool, str]:
+        """(the RESULT verdict, the text after it)."""
         # one character class before the verdict: linear (``\s*[*_`]*\s*`` backtracked quadratically)
         m = re.match(r"[\s*_`]*([A-Za-z]+)\s*[*_`]*\s*[;,.:]?\s*(.*)$", text, re.DOTALL)
         if not m:
             raise ValueError(f"RESULT has no verdict: {text[:40]!r}")
-        verdict = parse_bool(m.group(1))
-        kv = parse_kv(m.group(2))
+        return parse_bool(m.group(1)), m.group(2)
+
+    def declared_result(self, text: str) -> tuple[bool, int]:
+        verdict, rest = self._split_result(text)
+        kv = parse_kv(rest)
         if "models" not in kv:
             raise ValueError("RESULT does not state models=<number of satisfying assignments>")
         try:
@@ -392,6 +397,14 @@ class KnightsKnaves(TaskFamily):
         if ctx.answer != ctx.strategy:
             return Check.fail(f"ANSWER {format_assignment(ctx.answer, people)} differs from STRATEGY "
                               f"{format_assignment(ctx.strategy, people)}")
+        # as in the set families: an answer the trace's own RESULT disowns earns no bit
+        text = ctx.slots.get("RESULT")
+        try:
+            verdict = self._split_result(text)[0] if text is not None else None
+        except ValueError:
+            verdict = None
+        if verdict is not True:
+            return Check.fail("ANSWER gives an assignment although RESULT does not declare it consistent")
         return PASS
 
     # ---- rendering ----------------------------------------------------------------------------------------
