@@ -60,14 +60,21 @@ def field_names(types: Sequence[type]) -> set[str]:
 
 def check_keys(keys: Iterable[Any], known: Iterable[str], source: str, note: str = "") -> None:
     """Raise :class:`ConfigError` naming every key not in ``known``, each with its closest known field."""
+    hints = unknown_key_hints(keys, known)
+    if hints:
+        raise ConfigError(f"unknown config field(s) in {source}: {', '.join(hints)}{note}")
+
+
+def unknown_key_hints(keys: Iterable[Any], known: Iterable[str]) -> list[str]:
+    """Each key not in ``known``, quoted and with its closest known name: ``'varient' (did you mean
+    'variant'?)``. Shared by config keys and problem query keys (``TaskFamily.normalize_query``)."""
     known = set(known)
-    unknown = [k for k in keys if k not in known]
-    if unknown:
-        hints = []
-        for k in unknown:
+    hints = []
+    for k in keys:
+        if k not in known:
             close = closest(str(k), known)
             hints.append(f"{k!r}" + (f" (did you mean {close!r}?)" if close else ""))
-        raise ConfigError(f"unknown config field(s) in {source}: {', '.join(hints)}{note}")
+    return hints
 
 
 def check_config_keys(config: Mapping[str, Any], types: Sequence[type], source: str, extra: Iterable[str] = ()) -> None:
@@ -84,14 +91,33 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError(f"config file {p} does not exist")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {p} is not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p} cannot be read: {e.strerror or e}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        raise ConfigError(f"config file {p} is not valid YAML: {_yaml_error(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {p} is nested too deeply") from None
+    except ValueError as e:  # e.g. an integer over CPython's digit limit
+        raise ConfigError(f"config file {p} holds an unreadable value: {str(e).split(';')[0]}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a YAML mapping of field: value, got {type(data).__name__}")
     return data
+
+
+def _yaml_error(e: Exception) -> str:
+    """A YAML error on one line: what was wrong and where (PyYAML's own text spans several lines)."""
+    mark = getattr(e, "problem_mark", None)
+    parts = [getattr(e, "context", None), getattr(e, "problem", None)]
+    what = ": ".join(str(x) for x in parts if x) or str(e)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{what}{where}".split())
 
 
 # ---- types -------------------------------------------------------------------------------------------
@@ -250,7 +276,8 @@ def parse(types: type | Sequence[type], config: str | Path | None = None,
 # ---- command lines -----------------------------------------------------------------------------------
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with exact option names only (no prefix abbreviations), an unknown option named with
-    the closest known one (exit 2), and ConfigError instead of an exit when ``raise_errors``."""
+    the closest known one, usage errors on one line (exit 2), and ConfigError instead of an exit when
+    ``raise_errors``."""
 
     def __init__(self, *args: Any, raise_errors: bool = False, renamed: Mapping[str, str] | None = None,
                  **kwargs: Any) -> None:
@@ -262,7 +289,10 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         if self.raise_errors:
             raise ConfigError(message)
-        super().error(message)
+        # one line, like every other calver error (argparse's default prints the usage block first)
+        line = " ".join(message.split())
+        hint = "" if "--help" in line else f"; see {self.prog} --help"
+        self.exit(2, f"{self.prog}: error: {line}{hint}\n")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         ns, extras = super().parse_known_args(args, namespace)
@@ -376,4 +406,4 @@ def add_command(subparsers, name: str, types: Sequence[type], *, help: str, desc
 
 __all__ = ["ArgumentParser", "ConfigError", "add_command", "add_fields", "build", "cfg_field", "check_config_keys",
            "check_keys", "check_types", "cli_values", "closest", "collect", "field_names", "from_text", "matches",
-           "parse", "parse_args", "parse_command", "read_yaml"]
+           "parse", "parse_args", "parse_command", "read_yaml", "unknown_key_hints"]

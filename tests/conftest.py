@@ -46,3 +46,14 @@ def memo_budget():
 
     yield memo.set_budget
     memo.set_budget(memo.DEFAULT_BUDGET)
+
+
+@pytest.fixture
+def fresh_memos():
+    """Every verifier memo empty before and after the test (one that changes a limit must not leave
+    verdicts behind)."""
+    from calver.verifier import memo
+
+    memo.clear_all()
+    yield
+    memo.clear_all()

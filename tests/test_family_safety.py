@@ -274,9 +274,8 @@ def test_dense_longest_and_shortest_are_gradeable(n):
     assert len(fam.validity_class(g, fam.normalize_query(longest), limit=5)) == 5
 
 
-def test_beyond_the_work_limit_longest_fails_closed(monkeypatch):
+def test_beyond_the_work_limit_longest_fails_closed(monkeypatch, fresh_memos):
     monkeypatch.setattr(P, "WORK_LIMIT", 3)
-    monkeypatch.setattr(P, "_LONGEST_MEMO", {})
     g = random_dag(random.Random(9), 9, 0.5)
     fam = get_family("path")
     a, b = g.nodes[0], g.nodes[-1]

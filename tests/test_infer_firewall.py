@@ -204,9 +204,12 @@ def test_declared_query_inputs_survive(clean_pool):
     check_view(view)
 
 
-def _view(problem: Problem, **kw) -> SelectorView:
-    fam = get_family(problem.task)
-    t = fam.canonical_trace(problem, fam.validity_class(problem.graph, fam.normalize_query(problem))[0])
+def _view(problem: Problem, clean: Problem | None = None, **kw) -> SelectorView:
+    """A view of ``problem`` whose traces are canonical for ``clean`` (default: ``problem``): a query with a
+    labelled key does not load, so its traces come from the unlabelled problem."""
+    src = clean or problem
+    fam = get_family(src.task)
+    t = fam.canonical_trace(src, fam.validity_class(src.graph, fam.normalize_query(src))[0])
     return SelectorView(problem.id, 0, problem, (t, t), (0, 1), **kw)
 
 
@@ -214,7 +217,7 @@ def _refusals():
     base = synthetic_units(1, 2, seed=5)[0][0]
     stripped = strip_problem(base)
     yield "meta", _view(Problem(**{**stripped.__dict__, "meta": {"gold": 1}}))
-    yield "query", _view(Problem(**{**stripped.__dict__, "query": {**stripped.query, "answer_key": "{A}"}}))
+    yield "query", _view(Problem(**{**stripped.__dict__, "query": {**stripped.query, "answer_key": "{A}"}}), stripped)
     yield "nested-data", _view(Problem(**{**stripped.__dict__, "data": {"x": [{"reference_answer": 1}]}}))
     yield "context", _view(stripped, context={"labels": {"p": 1}})
     yield "stored-name", _view(stripped, stored={"correct": (1.0, 0.0)})

@@ -282,19 +282,19 @@ def test_frontdoor_maximal_is_exact_with_many_candidates():
     assert p.family._proper_superset_valid(p.graph, q, frozenset({"V4"})) == everything
 
 
-def test_frontdoor_minimal_search_is_exact_up_to_the_limit_then_fails_closed():
-    """Z = the gadget pairs: only whole pairs can be dropped, so no one-removal is valid. With 8
-    pairs (16 free nodes) the search is exhaustive; with 9 (18) it fails closed, visibly."""
+def test_frontdoor_minimal_is_exact_with_many_free_members():
+    """Z = the gadget pairs: only whole pairs can be dropped, so no one-removal is valid; the exact
+    check (one search per member, no subset enumeration) finds a valid proper subset whatever the
+    number of pairs (the old exhaustive search failed closed past 8)."""
     pairs = lambda k: {f"{c}{i}" for c in "AB" for i in range(k)}  # noqa: E731
-    p8 = _problem("frontdoor_set", _gadgets(8), "ADMG", treatment="V0", outcome="V1", variant="minimal")
-    assert grade(p8, {"A0", "B0"}) and not grade(p8, pairs(8))
-    assert p8.family._proper_subset_valid(p8.graph, p8.family.normalize_query(p8), frozenset(pairs(8))) == {"A0", "B0"}
-    p9 = _problem("frontdoor_set", _gadgets(9), "ADMG", treatment="V0", outcome="V1", variant="minimal")
-    assert grade(p9, {"A0", "B0"}) and not grade(p9, pairs(9))
-    check = p9.family.predicate(p9.graph, p9.family.normalize_query(p9), frozenset(pairs(9)))
-    assert not check.ok and check.reason.startswith("too large to grade exactly: 18 candidate nodes")
-    trace = p9.family.canonical_trace(p9, pairs(9))
-    assert "too large to grade exactly" in score(trace, p9).reasons["STRATEGY"]
+    for k in (8, 9, 40):
+        p = _problem("frontdoor_set", _gadgets(k), "ADMG", treatment="V0", outcome="V1", variant="minimal")
+        assert grade(p, {"A0", "B0"}) and not grade(p, pairs(k))
+        q = p.family.normalize_query(p)
+        w = p.family._proper_subset_valid(p.graph, q, frozenset(pairs(k)))
+        assert w < pairs(k) and p.family.is_base_valid(p.graph, q, w)
+        trace = p.family.canonical_trace(p, pairs(k)).replace("RESULT: invalid", "RESULT: valid")
+        assert "valid but not minimal" in score(trace, p).reasons["STRATEGY"]
 
 
 def test_frontdoor_minimal_forced_members_are_exact():

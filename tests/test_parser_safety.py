@@ -239,8 +239,14 @@ def test_problem_json_round_trips_every_legal_name(g):
     assert x in back.graph
 
 
-@given(ANY_NAMES.filter(lambda n: not _legal(n)))
-def test_illegal_names_are_refused_at_load(name):
+_BREAKS = st.sampled_from(["\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r\n",
+                           "\"'”"])
+
+
+@given(ANY_NAMES, _BREAKS, ANY_NAMES)
+def test_illegal_names_are_refused_at_load(left, bad, right):
+    name = left + bad + right
+    assert not _legal(name)
     with pytest.raises(GraphError, match="line break|quote"):
         CausalGraph.build([name, "B"], [(name, "B")])
     with pytest.raises(ProblemError, match="graph"):

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("networkx")
 
@@ -107,3 +110,85 @@ def test_problem_cache_and_hand_made_problem():
     assert r(None, [trace, trace], problem_json=[pj, pj]) == [1.0, 1.0]
     assert len(r._problems) == 1
     assert r.stats()["bit_pass_rates"]["answer"] == 1.0
+
+
+# ---- hostile shapes: the reward returns None for an unscorable row and never raises (audit F6) -----------
+REPRO = Path(__file__).parent / "data" / "repro-2026-12-01"
+GOOD_PJ = (REPRO / "backdoor_problem.json").read_text()
+GOOD_TRACE = (REPRO / "backdoor_trace.txt").read_text()
+DEEP = "[" * 100_000 + "]" * 100_000
+BLOCK = {"role": "assistant", "content": [{"type": "text", "text": None}]}
+
+ODD_KEYS = st.one_of(st.text(max_size=8), st.integers(), st.none(), st.booleans(), st.floats(),
+                     st.tuples(st.integers()), st.sampled_from(["task", "query", "graph", "text", "type", "role"]))
+LEAVES = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(min_value=10**20), st.floats(),
+                   st.text(max_size=12), st.binary(max_size=8), st.sampled_from(["assistant", "text", "backdoor_set"]))
+JSON_LIKE = st.recursive(LEAVES, lambda kids: st.lists(kids, max_size=4)
+                         | st.dictionaries(ODD_KEYS, kids, max_size=4), max_leaves=16)
+JSON_TEXT = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                         | st.text(max_size=12),
+                         lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids,
+                                                                                   max_size=4),
+                         max_leaves=16).map(json.dumps)
+# message-shaped completions and problem-shaped cells reach the deeper code paths
+MESSAGES = st.lists(st.fixed_dictionaries(
+    {"role": st.sampled_from(["assistant", "user"]) | JSON_LIKE,
+     "content": JSON_LIKE | st.lists(st.fixed_dictionaries({"type": st.just("text") | JSON_LIKE, "text": JSON_LIKE}),
+                                     max_size=3)}), max_size=3)
+QUERIES = st.fixed_dictionaries({"treatment": JSON_LIKE | st.just("X"), "outcome": JSON_LIKE | st.just("Y")},
+                                optional={"varient": JSON_LIKE})
+PROBLEMS = st.fixed_dictionaries(
+    {"task": st.sampled_from(["backdoor_set", "mediator", "knights_knaves", "ate_threshold"]) | JSON_LIKE,
+     "query": JSON_LIKE | QUERIES},
+    optional={"graph": JSON_LIKE | st.just("X -> Y"), "data": JSON_LIKE, "id": JSON_LIKE, "meta": JSON_LIKE})
+SPECIAL = [DEEP, '{"task": "backdoor_set", "id": ' + "9" * 5000 + "}", GOOD_PJ.encode()]
+COMPLETIONS = st.one_of(JSON_LIKE, MESSAGES, st.just(GOOD_TRACE), st.text(max_size=40))
+CELLS = st.one_of(JSON_LIKE, JSON_TEXT, PROBLEMS,
+                  PROBLEMS.map(lambda d: json.dumps(d, default=repr, skipkeys=True)),
+                  st.integers(0, len(SPECIAL) - 1).map(lambda i: SPECIAL[i]))  # not inlined: a 200 kB repr
+
+
+def _check_batch(out, n):
+    assert isinstance(out, list) and len(out) == n
+    assert all(r is None or isinstance(r, float) for r in out), out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(rows=st.lists(st.tuples(COMPLETIONS, JSON_LIKE, CELLS), max_size=5), at=st.integers(0, 5))
+def test_reward_never_raises_on_hostile_rows(rows, at):
+    at = min(at, len(rows))
+    rows.insert(at, (GOOD_TRACE, None, GOOD_PJ))  # a good row in the same batch keeps its reward
+    comps, prompts, cells = (list(c) for c in zip(*rows))
+    r = VerifierReward()
+    out = r(prompts=prompts, completions=comps, problem_json=cells, log_metric=lambda k, v: None)
+    _check_batch(out, len(rows))
+    assert out[at] == 1.0
+    assert r.scored + r.unscorable == len(rows) and r.unscorable == out.count(None)
+
+
+@pytest.mark.parametrize("comp, cell", [
+    ([BLOCK], GOOD_PJ),
+    ([{"role": "assistant", "content": [{"type": "text", "text": 3}]}], GOOD_PJ),
+    ([{"role": "assistant", "content": [{"type": "text", "text": GOOD_TRACE}, {"type": "text", "text": ["x"]}]}],
+     GOOD_PJ),
+    (GOOD_TRACE, DEEP),
+    (GOOD_TRACE, {"task": "backdoor_set", 1: "x"}),
+    (GOOD_TRACE, {"task": "backdoor_set", "query": {"treatment": {"X"}}}),
+    (GOOD_TRACE, '{"task": "backdoor_set", "id": ' + "9" * 5000 + "}"),
+    (GOOD_TRACE, GOOD_PJ.encode()),
+    (GOOD_TRACE, GOOD_PJ.replace('"variant"', '"varient"')),
+], ids=["text-None", "text-int", "text-list", "deep-json", "int-key", "set-value", "bigint", "bytes", "typo-key"])
+def test_audit_shapes_are_unscorable_not_raised(comp, cell):
+    r = VerifierReward()
+    out = r(None, [comp, GOOD_TRACE], problem_json=[cell, GOOD_PJ])
+    assert out == [None, 1.0]
+    assert r.unscorable == 1 and sum(r.unscorable_reasons.values()) == 1
+
+
+def test_reward_column_shapes():
+    r = VerifierReward()
+    assert r(None, [GOOD_TRACE] * 2, problem_json=[GOOD_PJ]) == [None, None]  # cannot pair rows with problems
+    assert r(None, [GOOD_TRACE] * 2, problem_json=GOOD_PJ) == [None, None]  # a str is not a column
+    assert r(None, None, problem_json=[]) == [] and r(None, 5) == []
+    assert r(None, (GOOD_TRACE,), problem_json=(GOOD_PJ,)) == [1.0]
+    assert any("values for 2 completions" in k for k in r.unscorable_reasons)

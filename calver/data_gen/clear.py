@@ -264,7 +264,7 @@ def _read_items(path: str | Path) -> Iterable[tuple[int, Any]]:
                 continue
             try:
                 yield i, json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, an over-long integer, nesting past the parser
                 yield i, None
 
 
@@ -294,18 +294,30 @@ def load_clear(path: str | Path) -> list[Problem]:
 def _cmd_clear(args) -> int:
     import sys
 
+    from calver.config import ConfigError
+    from calver.data_gen.cli import check_out_dir
+
+    out = Path(args.out)
+    try:
+        check_out_dir(args.out, "--out")
+    except ConfigError as e:
+        print(f"calver data clear: {e}", file=sys.stderr)
+        return 2
     try:
         problems, stats = load_clear_with_stats(args.path)
     except (OSError, UnicodeDecodeError) as e:
         print(f"calver data clear: cannot read {args.path}: {e}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "problems.jsonl", "w", encoding="utf-8") as fh:
-        for p in problems:
-            fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
     report = stats.to_dict()
-    (out / "coverage.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "problems.jsonl", "w", encoding="utf-8") as fh:
+            for p in problems:
+                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+        (out / "coverage.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    except OSError as e:
+        print(f"calver data clear: cannot write {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {len(problems)} problems to {out / 'problems.jsonl'} "
           f"({report['covered']}/{report['total']} items covered)")
     for t, c in report["per_task_type"].items():

@@ -15,10 +15,11 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Any
 
 from calver.config import ConfigError, add_command
-from calver.data_gen.gen_config import GenConfig, RunConfig, parse_run
+from calver.data_gen.gen_config import GenConfig, RunConfig, check_task_limits, parse_run
 
 
 def add_commands(subparsers) -> None:
@@ -58,6 +59,17 @@ def resolve_tasks(tasks: tuple[str, ...]) -> list[str]:
     return list(dict.fromkeys(tasks))
 
 
+def check_out_dir(out: str | None, label: str = "field 'out'") -> None:
+    """Refuse, before any work, an output folder that is missing or that a file stands in the way of."""
+    if not out:
+        raise ConfigError(f"{label} is required: pass --out DIR or set out in the config")
+    for p in (Path(out), *Path(out).parents):  # the nearest existing ancestor must be a folder
+        if p.exists():
+            if not p.is_dir():
+                raise ConfigError(f"{label}: {p} exists and is not a directory")
+            break
+
+
 def apply_level(problems: list, level: str, naming: str = "letters") -> tuple[list, dict[str, Any]]:
     """Rewrite problems as ``level`` prose (constructed-graph mode) through
     ``calver.data_gen.text_levels``, keeping only items whose prose the rule-based extractor reads
@@ -86,8 +98,9 @@ def run_gen(args: argparse.Namespace) -> int:
     try:
         rc = build_run(args)
         tasks = resolve_tasks(rc.tasks)
-        if not args.dry_run and not rc.out:
-            raise ConfigError("field 'out' is required: pass --out DIR or set out in the config")
+        check_task_limits(rc.gen, tasks)
+        if not args.dry_run:
+            check_out_dir(rc.out)
         problems = []
         for task in tasks:
             made = generate(task, rc.n, rc.gen)
@@ -107,8 +120,12 @@ def run_gen(args: argparse.Namespace) -> int:
         return 0
     from calver.data_gen.export import export_dataset
 
-    manifest = export_dataset(problems, rc.out, rc.gen,
-                              extra_card={"level": rc.level, "level_admission": level_stats,
-                                          "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
+    try:
+        manifest = export_dataset(problems, rc.out, rc.gen,
+                                  extra_card={"level": rc.level, "level_admission": level_stats,
+                                              "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
+    except OSError as e:  # a folder we may not write, a full disk, a path component that is a file
+        print(f"calver gen: error: cannot write {rc.out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {manifest['n_rows']} rows to {rc.out} (content hash {manifest['content_hash'][:16]}...)")
     return 0

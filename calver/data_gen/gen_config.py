@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from calver.config import ConfigError, build, cfg_field, collect
+from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.names import NAMINGS
 
 GRAPH_CLASSES = ("DAG", "ADMG", "directed")
@@ -23,9 +23,11 @@ ENCODINGS = ("arrows", "json", "json_parents", "matrix", "graphml", "dot", "pros
 RUN_KEYS = ("task", "tasks", "n", "out", "level")
 LEVELS = ("L1", "L2", "L3")
 MAX_NODES = 26
+MAX_N = 1_000_000
+EXTRA_TASKS = ("ate_threshold", "knights_knaves")  # generators that read settings from ``extra[task]``
 
-__all__ = ["ENCODINGS", "GRAPH_CLASSES", "LEVELS", "ConfigError", "GenConfig", "RunConfig", "load_config",
-           "parse_run", "run_config_from_dict"]
+__all__ = ["ENCODINGS", "GRAPH_CLASSES", "LEVELS", "ConfigError", "GenConfig", "RunConfig", "check_task_limits",
+           "load_config", "parse_run", "run_config_from_dict"]
 
 
 def _as_tuple(value: Any, field_name: str) -> tuple[str, ...]:
@@ -119,6 +121,10 @@ class GenConfig:
                 raise ConfigError(f"field {name!r} must be an integer >= {low}, got {v!r}")
         if not isinstance(self.extra, dict):
             raise ConfigError(f"field 'extra' must be a mapping, got {type(self.extra).__name__}")
+        for task, opts in self.extra.items():
+            if task in EXTRA_TASKS and not isinstance(opts, dict):
+                raise ConfigError(f"field 'extra.{task}' must be a mapping of setting: value, "
+                                  f"got {type(opts).__name__}")
 
     # ---- serialization -------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -151,10 +157,51 @@ class RunConfig:
             self.tasks = _as_tuple(list(self.tasks) if not isinstance(self.tasks, str) else self.tasks, "tasks")
         if not _is_int(self.n) or self.n < 0:
             raise ConfigError(f"field 'n' must be a non-negative integer, got {self.n!r}")
+        if self.n > MAX_N:  # a run holds every problem in memory: a typo'd n would run until it is killed
+            raise ConfigError(f"field 'n' must be at most {MAX_N:,} problems per task, got {self.n:,}")
         if self.out is not None and not isinstance(self.out, str):
             raise ConfigError(f"field 'out' must be a path string, got {self.out!r}")
         if self.level is not None and self.level not in LEVELS:
             raise ConfigError(f"field 'level' must be one of {LEVELS}, got {self.level!r}")
+
+
+def check_task_limits(cfg: GenConfig, tasks: Sequence[str]) -> None:
+    """The limits of the generators of ``tasks`` that GenConfig's task-independent checks do not know
+    (an ATE problem's SCM has at most MAX_SCM_NODES variables; ``extra`` settings are the generator's
+    keyword arguments); raises ConfigError naming the field."""
+    import inspect
+
+    if "ate_threshold" in tasks:
+        from calver.data_gen.ate import generate_ate
+        from calver.verifier.scm import MAX_SCM_NODES
+
+        opts = cfg.extra.get("ate_threshold", {})
+        _check_extra_keys("ate_threshold", opts, inspect.signature(generate_ate))
+        if "n_nodes" in opts:
+            v = opts["n_nodes"]
+            if not _is_int(v) or not 2 <= v <= MAX_SCM_NODES:
+                raise ConfigError(f"field 'extra.ate_threshold.n_nodes' must be an integer in [2, {MAX_SCM_NODES}] "
+                                  f"(an SCM's joint has 2^n entries), got {v!r}")
+        elif cfg.n_nodes[1] > MAX_SCM_NODES:
+            raise ConfigError(f"field 'n_nodes': ate_threshold draws SCMs of at most {MAX_SCM_NODES} variables "
+                              f"(the joint has 2^n entries), got max {cfg.n_nodes[1]}")
+    if "knights_knaves" in tasks:
+        from calver.data_gen.knights import MAX_PEOPLE, MIN_PEOPLE, generate_kk
+
+        opts = cfg.extra.get("knights_knaves", {})
+        _check_extra_keys("knights_knaves", opts, inspect.signature(generate_kk))
+        v = opts.get("n_people")
+        if v is not None and (not _is_int(v) or not MIN_PEOPLE <= v <= MAX_PEOPLE):
+            raise ConfigError(f"field 'extra.knights_knaves.n_people' must be an integer in "
+                              f"[{MIN_PEOPLE}, {MAX_PEOPLE}], got {v!r}")
+
+
+def _check_extra_keys(task: str, opts: dict[str, Any], sig: Any) -> None:
+    known = [n for n in sig.parameters if n not in ("idx", "seed")]  # those two come from the item
+    hints = unknown_key_hints(opts, known)
+    if hints:
+        raise ConfigError(f"field 'extra.{task}': unknown setting(s) {', '.join(hints)}; "
+                          f"known: {', '.join(known)}")
 
 
 def parse_run(config: str | Path | None = None, args: Sequence[str] | Any = (),

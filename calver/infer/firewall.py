@@ -4,7 +4,9 @@ A selector receives only :class:`SelectorView` objects. A view holds
 
 * ``problem``: a :class:`Problem` rebuilt from an allow-list of fields (task, query, text, mode,
   graph_class, variables, data, id; the graph only in supplied mode, where the policy saw it too).
-  ``meta`` and ``source_id`` are dropped; ``query`` and ``data`` are scrubbed recursively;
+  ``meta`` and ``source_id`` are dropped; ``query`` and ``data`` are scrubbed recursively. A family
+  whose policy-visible payload states the graph judges a view on that (``ate_threshold``: the CPTs'
+  conditioning sets are the parent sets), so nothing hidden is kept for it;
 * ``texts``: the candidate traces in candidate-index order, and ``candidate_index`` (their indices);
 * ``stored``: comparator scores stored beside the pool (``selections/<name>.jsonl``'s ``scores``,
   sliced to the view's K-prefix), so neural comparators re-select on CPU without a forward pass;

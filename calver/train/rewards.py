@@ -9,10 +9,12 @@ string per completion) together with TRL's ``trainer_state``, ``log_metric`` and
 - ``variant="weighted"``: sum(w_i * b_i) / sum(w_i) with per-bit ``weights`` (GRAPH..ANSWER order).
 
 A completion that cannot be scored (no / malformed problem, unregistered task, unreadable
-completion, a scorer crash) gets ``None``: TRL then excludes it from the group baseline and gives it
-zero advantage. Such items are counted (``unscorable`` / ``unscorable_reasons``) and logged as
-``verifier/unscorable``; they are never silently scored 0. Per-bit pass rates are logged each call as
-``verifier/<slot>`` through ``log_metric`` (TRL averages them per logging step).
+completion, a scorer crash, a problem column that does not pair with the completions) gets ``None``:
+TRL then excludes it from the group baseline and gives it zero advantage. No cell or column shape
+makes the call raise, so one bad row never fails a TRL step. Such items are counted (``unscorable`` /
+``unscorable_reasons``) and logged as ``verifier/unscorable``; they are never silently scored 0.
+Per-bit pass rates are logged each call as ``verifier/<slot>`` through ``log_metric`` (TRL averages
+them per logging step).
 
 A constructed-mode problem without its source graph is refused with ``UngroundedProblemError`` (the run
 stops): its score measures consistency with the trace's own graph, which a policy can invent. Pass
@@ -38,27 +40,49 @@ _CACHE_LIMIT = 50_000
 
 def completion_text(completion: Any) -> str | None:
     """The text of a TRL completion: a string, or (conversational) a list of message dicts whose
-    assistant contents are joined; content given as blocks contributes its ``text`` parts."""
+    assistant contents are joined; content given as blocks contributes its ``text`` parts. None for
+    any other shape (a text block whose ``text`` is not a string included)."""
+    return read_completion(completion)[0]
+
+
+def read_completion(completion: Any) -> tuple[str | None, str]:
+    """``(text, "")``, or ``(None, why)`` for a completion that holds no readable text."""
     if isinstance(completion, str):
-        return completion
+        return completion, ""
     if isinstance(completion, dict):
         completion = [completion]
     if not isinstance(completion, (list, tuple)):
-        return None
+        return None, f"unreadable completion (a {type(completion).__name__})"
     parts: list[str] = []
     for msg in completion:
         if not isinstance(msg, dict):
-            return None
-        if msg.get("role", "assistant") != "assistant":
+            return None, f"unreadable completion (a message is a {type(msg).__name__})"
+        role = msg.get("role", "assistant")
+        if not isinstance(role, str) or role != "assistant":  # isinstance first: == on an odd object may raise
             continue
         content = msg.get("content")
         if isinstance(content, str):
             parts.append(content)
         elif isinstance(content, list):
-            parts += [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type", "text") == "text"]
+            for b in content:
+                kind = b.get("type", "text") if isinstance(b, dict) else None
+                if isinstance(kind, str) and kind == "text":
+                    text = b.get("text", "")
+                    if not isinstance(text, str):  # joining it would raise: the row is unscorable, not the batch
+                        return None, f"unreadable completion (a text block holds a {type(text).__name__})"
+                    parts.append(text)
         elif content is not None:
-            return None
-    return "\n".join(parts)
+            return None, f"unreadable completion (content is a {type(content).__name__})"
+    return "\n".join(parts), ""
+
+
+def _rows(value: Any) -> list[Any] | None:
+    """A batch column as a list, or None when it is not a sequence of rows (a str, bytes, a mapping)."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, (str, bytes, bytearray, dict)) or not isinstance(value, Sequence):
+        return None
+    return list(value)
 
 
 class UngroundedProblemError(ValueError):
@@ -97,11 +121,15 @@ class VerifierReward:
 
     # ---- problems ---------------------------------------------------------------------------
     def problem(self, raw: Any) -> Problem | str:
-        """The Problem for a ``problem_json`` cell (cached by its string), or why there is none."""
+        """The Problem for a ``problem_json`` cell (cached by its string), or why there is none.
+        Never raises for a bad cell; only ``UngroundedProblemError`` (a deliberate stop) escapes."""
         if raw is None:
             return f"no {self.problem_column}"
         if isinstance(raw, dict):
-            key = json.dumps(raw, sort_keys=True)
+            try:  # the cache key; a dict that is not JSON (non-str keys, sets, cycles) cannot be one
+                key = json.dumps(raw, sort_keys=True)
+            except (TypeError, ValueError, RecursionError) as e:
+                return f"{self.problem_column} dict is not JSON ({type(e).__name__})"
         elif isinstance(raw, str):
             key = raw
         else:
@@ -110,25 +138,47 @@ class VerifierReward:
         if hit is not None:
             return hit
         try:
-            data = raw if isinstance(raw, dict) else json.loads(raw)
-            prob: Problem | str = Problem.from_dict(data)
-            get_family(prob.task)
-            if not self.allow_ungrounded and not is_grounded(prob):
-                raise UngroundedProblemError(
-                    f"problem {prob.id or '(no id)'} ({prob.task}) is in constructed mode without its source graph: "
-                    "its score would measure the trace's consistency with its own GRAPH, not correctness, and a "
-                    "policy can invent a graph that makes a wrong answer score 6/6. Keep the source graph in the "
-                    "problem (the generators do), or pass allow_ungrounded=True (calver train grpo: "
-                    "--allow_ungrounded_reward true) to train on such problems anyway")
-        except json.JSONDecodeError as e:
-            prob = f"{self.problem_column} is not JSON: {e.msg}"
-        except ProblemError as e:
-            prob = f"malformed problem: {e}"
-        except KeyError as e:
-            prob = f"unregistered task: {e.args[0] if e.args else e}"
+            prob = self._load(key)
+        except UngroundedProblemError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a hostile cell is an unscorable row, never a failed step
+            prob = f"malformed problem: {type(e).__name__}: {e}"[:300]
         if len(self._problems) >= _CACHE_LIMIT:
             self._problems.clear()
         self._problems[key] = prob
+        return prob
+
+    def _load(self, text: str) -> Problem | str:
+        """Problem.from_dict of the JSON ``text`` (a dict cell arrives as its key), validated as the CLI
+        does at load: the query (``normalize_query``) and the grounding rule."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            return f"{self.problem_column} is not JSON: {e.msg}"
+        except RecursionError:
+            return f"{self.problem_column} is JSON nested too deeply"
+        except ValueError as e:  # CPython's 4,300-digit limit on integer literals
+            return f"{self.problem_column} is not readable JSON: {e}"[:200]
+        if not isinstance(data, dict):
+            return f"{self.problem_column} holds a JSON {type(data).__name__}, not an object"
+        try:
+            prob = Problem.from_dict(data)
+            family = get_family(prob.task)
+            family.normalize_query(prob)
+            grounded = self.allow_ungrounded or is_grounded(prob)
+        except ProblemError as e:
+            return f"malformed problem: {e}"[:300]
+        except KeyError as e:
+            return f"unregistered task: {e.args[0] if e.args else e}"[:300]
+        except RecursionError:
+            return "malformed problem: nested too deeply"
+        if not grounded:
+            raise UngroundedProblemError(
+                f"problem {prob.id or '(no id)'} ({prob.task}) is in constructed mode without its source graph: "
+                "its score would measure the trace's consistency with its own GRAPH, not correctness, and a "
+                "policy can invent a graph that makes a wrong answer score 6/6. Keep the source graph in the "
+                "problem (the generators do), or pass allow_ungrounded=True (calver train grpo: "
+                "--allow_ungrounded_reward true) to train on such problems anyway")
         return prob
 
     def reward_from_bits(self, bits: Sequence[int]) -> float:
@@ -142,26 +192,35 @@ class VerifierReward:
     # ---- the TRL entry point ------------------------------------------------------------------
     def __call__(self, prompts: Sequence[Any] | None = None, completions: Sequence[Any] = (), *,
                  log_metric: Callable[[str, float], None] | None = None, **kwargs: Any) -> list[float | None]:
-        column = kwargs.get(self.problem_column)
-        n = len(completions)
-        if column is None:
-            column = [None] * n
-        elif len(column) != n:
-            raise ValueError(f"got {len(column)} {self.problem_column} values for {n} completions")
         self.calls += 1
         t0 = time.perf_counter()
+        comps = _rows(completions) if completions is not None else []
+        if comps is None:  # not a batch: no rows to score, and no row count to answer with
+            logger.warning("verifier reward: completions is a %s, not a list of completions",
+                           type(completions).__name__)
+            comps = []
+        n = len(comps)
+        raw_column = kwargs.get(self.problem_column)
+        column = [None] * n if raw_column is None else _rows(raw_column)
+        shape_error = ""
+        if column is None:
+            shape_error = f"{self.problem_column} is a {type(raw_column).__name__}, not a column"
+        elif len(column) != n:
+            shape_error = f"{len(column)} {self.problem_column} values for {n} completions"
+        if shape_error:  # rows cannot be paired with their problems: every row is unscorable
+            column = [shape_error] * n
         rewards: list[float | None] = []
         bit_sums = [0] * len(SLOTS)
         n_scored = n_bad = n_max = 0
-        for comp, raw in zip(completions, column):
-            prob = self.problem(raw)
-            text = completion_text(comp)
-            reason = prob if isinstance(prob, str) else (None if text is not None else "unreadable completion")
+        for comp, raw in zip(comps, column):
+            prob = shape_error or self.problem(raw)
+            text, why = read_completion(comp)
+            reason = prob if isinstance(prob, str) else (None if text is not None else why)
             if reason is None:
                 try:
                     ts = score(text, prob)
                 except Exception as e:  # noqa: BLE001 - score fails closed on traces; anything else is a bug to surface
-                    reason = f"scorer error: {type(e).__name__}: {e}"
+                    reason = f"scorer error: {type(e).__name__}: {e}"[:300]
             if reason is not None:
                 rewards.append(None)
                 n_bad += 1

@@ -12,6 +12,7 @@ PROBLEM.json is one JSON object:
                blocking_set, cycle_witness, mediator, intervention_reachability, ate_threshold,
                knights_knaves (see docs/trace-contract.md)
   query        the family's query, e.g. {"treatment": "X", "outcome": "Y", "variant": "minimal"}
+               (a key the family does not read is refused)
   graph        the graph, as text in any supported encoding (arrows "A -> B, B <-> C", CLEAR's
                sentence, DOT, GraphML, adjacency matrix, "A causes B." prose) or a JSON
                edge list / parents map
@@ -67,10 +68,17 @@ def load_problem(path: str):
         raise ProblemError(f"file: not JSON: {e}") from None
     except RecursionError:
         raise ProblemError("file: JSON nested too deeply") from None
+    except ValueError:  # CPython refuses integer literals over sys.get_int_max_str_digits() digits
+        limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+        raise ProblemError(f"file: an integer has more than {limit} digits") from None
     try:
         problem = Problem.from_dict(d)
+    except ProblemError:
+        raise
     except RecursionError:
         raise ProblemError("file: JSON nested too deeply") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as e:  # a shape from_dict does not name
+        raise ProblemError(f"malformed problem ({type(e).__name__}: {e})") from None
     try:
         family = get_family(problem.task)
     except KeyError as e:

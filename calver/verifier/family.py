@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator
 
+from calver.config import unknown_key_hints
 from calver.verifier.contract import format_kv, parse_call
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
@@ -38,6 +39,29 @@ PASS = Check(True)
 class TooLargeToGrade(GraphError):
     """An exact check whose search would exceed its work limit: it fails closed with this reason
     (minimal/maximal subset searches, longest-path searches) rather than guess."""
+
+
+# A work unit is about one node expanded by a bitmask search (0.2-0.45 µs of CPU): the limit keeps
+# one exact check under about 0.45 s (benchmarks/worst_case_bench.py).
+WORK_LIMIT = 1_000_000
+
+
+class WorkBudget:
+    """The work one exact check may do, counted in work units rather than wall-clock time, so the
+    same problem and answer always get the same verdict. ``spend`` raises :class:`TooLargeToGrade`
+    once more than ``limit`` units are spent."""
+
+    __slots__ = ("limit", "left", "what")
+
+    def __init__(self, limit: int | None = None, what: str = "the exact check"):
+        self.limit = WORK_LIMIT if limit is None else limit
+        self.left = self.limit
+        self.what = what
+
+    def spend(self, units: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise TooLargeToGrade(f"{self.what} needs more than {self.limit:,} work units")
 
 
 @dataclass
@@ -103,8 +127,13 @@ class TaskFamily:
 
     # ---- problem side ------------------------------------------------------------------
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
-        """Validate and normalize ``problem.query``; raise ProblemError naming the bad field."""
+        """Validate and normalize ``problem.query``; raise ProblemError naming the bad field. A key the
+        family does not read is refused (a typo such as ``varient`` would otherwise score the default)."""
         q = dict(problem.query)
+        unknown = unknown_key_hints(q, self.query_keys)
+        if unknown:
+            raise ProblemError(f"unknown query field(s) for task {self.name!r}: {', '.join(unknown)}; "
+                               f"its query fields are {', '.join(self.query_keys)}")
         out: dict[str, Any] = {}
         for key in self.query_keys:
             if key not in q:
@@ -193,6 +222,12 @@ class TaskFamily:
     def parse_object(self, text: str) -> Any:
         """Parse a STRATEGY/ANSWER object; raise ValueError (or GraphError) with a reason."""
         raise NotImplementedError(f"{self.name} does not parse objects")
+
+    def parse_answer(self, text: str) -> Any:
+        """Parse the ANSWER slot (``TraceScore.answer``; the CALVER tie rule counts it as answered).
+        Default :meth:`parse_object`; a decision family whose STRATEGY holds evidence (a witness, an
+        adjustment set) accepts only a decision here."""
+        return self.parse_object(text)
 
     def coerce_object(self, obj: Any) -> Any:
         """A caller's answer (text or a Python value) as this family's object; ValueError/TypeError

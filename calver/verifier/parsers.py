@@ -70,6 +70,11 @@ def _parse(text: str, fmt, kind, nodes) -> CausalGraph:
             return _assemble(*raw, kind, nodes)
     if fmt is None:
         fmt = _detect(body)
+        if fmt is None and body[0] in "\"'“":
+            try:  # only quoted names and separators: a node list (prose always has a bare word)
+                return _assemble(*arrows.parse_arrows(body, max_words=0)[:4], kind, nodes)
+            except arrows.ProseLike:
+                pass
         if fmt is None:
             try:
                 raw = prose.parse(body, nodes)

@@ -52,7 +52,6 @@ __all__ = [
     "ancestors", "descendants", "ancestors_mask", "descendants_mask",
     "is_separated", "is_d_separated", "is_m_separated", "open_path", "find_open_path",
     "backdoor_violation", "is_backdoor_set", "frontdoor_violation", "is_frontdoor_set", "FRONTDOOR_CRITERIA",
-    "smaller_separator", "larger_separator",
     "path_edges", "is_path", "blocks_path", "format_path",
     "find_directed_cycle", "is_directed_cycle",
     "directed_path_exists", "find_directed_path", "reachable_after_do",
@@ -80,10 +79,11 @@ def _sep_masks(g: CausalGraph, xs: Nodes, ys: Nodes, zs: Nodes) -> tuple[int, in
     return xm, ym, zm
 
 
-def _reach(g: CausalGraph, xm: int, zm: int, no_out: int = 0, stop: int = 0) -> int:
+def _reach(g: CausalGraph, xm: int, zm: int, no_out: int = 0, stop: int = 0, states: bool = False):
     """Mask of the nodes outside X ∪ Z that are d-/m-connected to some node of ``xm`` given
     ``zm``, in the graph with the outgoing directed edges of ``no_out`` deleted; returns early
-    (a partial mask) once a node of ``stop`` is reached. (Masks assumed valid.)
+    (a partial mask) once a node of ``stop`` is reached. With ``states``: the masks (reached with a
+    tail mark, reached with an arrowhead) instead. (Masks assumed valid.)
 
     Walk form of Bayes-ball: colliders pass only when in Z itself, because a collider with a
     descendant in Z is handled by the walk going down to that descendant and bouncing back up
@@ -124,7 +124,7 @@ def _reach(g: CausalGraph, xm: int, zm: int, no_out: int = 0, stop: int = 0) -> 
             break
         fu = nu & notz
         fd = nd
-    return (up | down) & ~(xm | zm)
+    return (up, down) if states else (up | down) & ~(xm | zm)
 
 
 def _connected(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> bool:
@@ -271,6 +271,20 @@ def _iii_starts(zm: int, criterion: str) -> list[int]:
     return [zm] if criterion == "set" else [1 << i for i in bits(zm)]
 
 
+def _iii_violator(g: CausalGraph, xm: int, ym: int, zm: int, criterion: str) -> int:
+    """A start of :func:`_iii_starts` that (iii) fails for, or 0. Per member, one walk search from Y
+    in G first decides every member it reaches only through an arrowhead (its first arrival used
+    none of its out-edges: it fails) or not at all (it passes); the rest cost a search each."""
+    starts = _iii_starts(zm, criterion)
+    if criterion == "set":
+        return next((s for s in starts if _connected(g, s, ym, xm, s)), 0)
+    up, down = _reach(g, ym, xm, states=True)
+    hit = zm & down & ~up
+    if hit:
+        return hit & -hit
+    return next((s for s in starts if s & up and _connected(g, s, ym, xm, s)), 0)
+
+
 def frontdoor_violation(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes, criterion: str = "set") -> str | None:
     """None if Z satisfies Pearl's front-door criterion relative to (X, Y), else a reason:
     (i) Z intercepts every directed path from X to Y; (ii) every back-door path from X to Z is
@@ -298,7 +312,8 @@ def frontdoor_violation(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes, criterion
     if w is not None:
         return (f"backdoor path {_walk_text(g, w)} from treatment {g.nodes[w[0][0]]} to "
                 f"{g.nodes[w[0][-1]]} in Z is open (given nothing)")
-    w = next(filter(None, (_open_walk(g, s, ym, xm, s) for s in _iii_starts(zm, criterion))), None)
+    bad = _iii_violator(g, xm, ym, zm, criterion)  # the witness search runs once, not per member
+    w = _open_walk(g, bad, ym, xm, bad) if bad else None
     if w is not None:
         return (f"backdoor path {_walk_text(g, w)} from {g.nodes[w[0][0]]} in Z to outcome "
                 f"{g.nodes[w[0][-1]]} is not blocked by the treatment {fmt_nodes(g, xm)}")
@@ -314,44 +329,7 @@ def is_frontdoor_set(g: CausalGraph, x: Nodes, y: Nodes, zs: Nodes, criterion: s
         return False
     if directed_path_indices(g, xm, ym, blocked=zm) is not None:
         return False
-    return not _connected(g, xm, zm, 0, xm) and not any(_connected(g, s, ym, xm, s) for s in _iii_starts(zm, criterion))
-
-
-# ---- exact minimal / maximal separators -------------------------------------------------------
-# van der Zander, Liśkiewicz & Textor (2019): for I ⊆ R, some separator Z with I ⊆ Z ⊆ R exists
-# iff R ∩ An(X ∪ Y ∪ I) separates (An in the graph where separation is tested). It holds for
-# m-separation in ADMGs: Z separates iff it separates X, Y in the augmented graph of
-# An(X ∪ Y ∪ Z); that graph for a larger ancestral set contains the one for a smaller set, so a
-# path there avoiding R ∩ An(X ∪ Y ∪ I) would avoid Z too. Both tests below are therefore exact.
-def _an(g: CausalGraph, seed: int, no_out: int) -> int:
-    return closure(g.parents_mask, seed, no_out) | seed  # an out-edge of no_out is gone
-
-
-def smaller_separator(g: CausalGraph, xm: int, ym: int, zm: int, no_out: int = 0) -> int | None:
-    """A separating proper subset of the separator ``zm`` (mask), or None when ``zm`` is minimal:
-    for some v ∈ Z, (Z ∖ {v}) ∩ An(X ∪ Y) separates (the lemma with R = Z ∖ {v}, I = ∅)."""
-    _require_acyclic(g, "d-/m-separation")
-    an = _an(g, xm | ym, no_out)
-    for i in bits(zm):
-        cand = zm & ~(1 << i) & an
-        if not _connected(g, xm, ym, cand, no_out):
-            return cand
-    return None
-
-
-def larger_separator(g: CausalGraph, xm: int, ym: int, zm: int, rm: int, no_out: int = 0) -> int | None:
-    """A separating proper superset (within ``rm``) of the separator ``zm``, or None when ``zm`` is
-    maximal: for some v ∈ R ∖ Z, R ∩ An(X ∪ Y ∪ Z ∪ {v}) separates (the lemma with I = Z ∪ {v})."""
-    _require_acyclic(g, "d-/m-separation")
-    base = _an(g, xm | ym | zm, no_out)
-    cand = rm & base  # the closure for every v already in An(X ∪ Y ∪ Z): one test covers them
-    if cand != zm and not _connected(g, xm, ym, cand, no_out):
-        return cand
-    for i in bits(rm & ~base):
-        cand = rm & _an(g, xm | ym | zm | (1 << i), no_out)
-        if not _connected(g, xm, ym, cand, no_out):
-            return cand
-    return None
+    return not _connected(g, xm, zm, 0, xm) and not _iii_violator(g, xm, ym, zm, criterion)
 
 
 # ---- mediators ---------------------------------------------------------------------------

@@ -19,19 +19,27 @@ Three independent computations live here, so that tests can cross-check them:
   only from the observational joint's marginal over (X, Y, Z). It refuses X ∈ Z and Y ∈ Z
   (the arms would collapse: a dict-update implementation silently returns 0 there).
 - tests add a third, brute force enumeration in pure Python.
+
+The exact θ, in rationals, is :func:`calver.verifier.scm_exact.exact_ate`. CPT text keeps the exact
+decimal it writes (``BinarySCM.p1_exact``, only where it differs from the float's shortest repr).
+:func:`cached_joint` keeps observational joints (within the shared memo budget), so ψ for a new Z only
+marginalises.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from itertools import product
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.memo import Memo
+from calver.verifier.scm_exact import exact_decimal
 
 MAX_SCM_NODES = 20  # the joint has 2^n entries
 
@@ -49,10 +57,14 @@ class BinarySCM:
     nodes: tuple[str, ...]
     parents: dict[str, tuple[str, ...]]
     p1: dict[str, np.ndarray]  # node -> array of length 2**len(parents)
+    # node -> {config: exact value} where the source text's decimal differs from Fraction(repr(p1)):
+    # numerals of more than 15 significant digits (see calver.verifier.scm_exact's number rule)
+    p1_exact: dict[str, dict[int, Fraction]] = field(default_factory=dict)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
-    def build(cls, parents: Mapping[str, Iterable[str]], p1: Mapping[str, Iterable[float]]) -> "BinarySCM":
+    def build(cls, parents: Mapping[str, Iterable[str]], p1: Mapping[str, Iterable[float]],
+              p1_exact: Mapping[str, Mapping[int, Fraction]] | None = None) -> "BinarySCM":
         pa = {str(v): tuple(str(p) for p in ps) for v, ps in parents.items()}
         for v, ps in pa.items():
             for p in ps:
@@ -74,7 +86,8 @@ class BinarySCM:
                 raise ValueError(f"CPT of {v} holds a value outside [0, 1]")
             tables[v] = arr
         order = _topological(pa)
-        return cls(tuple(order), pa, tables)
+        exact = {str(v): dict(d) for v, d in (p1_exact or {}).items() if d}
+        return cls(tuple(order), pa, tables, exact)
 
     @classmethod
     def from_data(cls, cpts: Any) -> "BinarySCM":
@@ -152,6 +165,21 @@ class BinarySCM:
         return out
 
 
+# Observational joints, charged to the verifier's one memo budget (a 20-variable joint is 8 MB, and
+# every new adjustment set Z of a problem marginalises the same one).
+_JOINTS = Memo("scm joint")
+
+
+def cached_joint(scm: BinarySCM) -> np.ndarray:
+    """``scm.joint()``, read-only, memoized per SCM within the shared memo budget."""
+    hit = _JOINTS.get(id(scm))
+    if hit is not None and hit[0] is scm:
+        return hit[1]
+    joint = scm.joint()
+    joint.setflags(write=False)
+    return _JOINTS.put(id(scm), (scm, joint), 1024 + joint.nbytes)[1]
+
+
 def _config_bits(i: int, k: int) -> tuple[int, ...]:
     return tuple((i >> (k - 1 - j)) & 1 for j in range(k))
 
@@ -192,6 +220,7 @@ def parse_cpt_text(text: str) -> BinarySCM:
     """
     parents: dict[str, tuple[str, ...]] = {}
     entries: dict[str, dict[int, float]] = {}
+    exact: dict[str, dict[int, Fraction]] = {}
     for ln, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip().rstrip(",;")
         if not line:
@@ -215,6 +244,19 @@ def parse_cpt_text(text: str) -> BinarySCM:
             raise ValueError(f"CPT line {ln}: {m.group('p')!r} is not a number") from None
         if not (0.0 <= p <= 1.0) or math.isnan(p):
             raise ValueError(f"CPT line {ln}: probability {p} is outside [0, 1]")
+        numeral = m.group("p")
+        override = None
+        if len(numeral) > 16 or "e" in numeral or "E" in numeral:
+            # a shorter numeral has at most 15 significant digits and is a normal float: its repr
+            # is the same decimal, so only longer ones (or exponents) may need their own value
+            try:
+                q = exact_decimal(numeral)
+            except ValueError as e:
+                raise ValueError(f"CPT line {ln}: {e}") from None
+            if not 0 <= q <= 1:
+                raise ValueError(f"CPT line {ln}: probability {numeral} is outside [0, 1]")
+            if q != exact_decimal(repr(p)):
+                override = q
         ps = tuple(names)
         if v in parents and parents[v] != ps:
             raise ValueError(f"CPT line {ln}: {v} is conditioned on ({', '.join(ps)}), "
@@ -224,6 +266,8 @@ def parse_cpt_text(text: str) -> BinarySCM:
         if i in entries.setdefault(v, {}):
             raise ValueError(f"CPT line {ln}: duplicate entry for {v} at this parent configuration")
         entries[v][i] = p
+        if override is not None:
+            exact.setdefault(v, {})[i] = override
     if not parents:
         raise ValueError("no CPT lines found")
     p1 = {}
@@ -232,7 +276,7 @@ def parse_cpt_text(text: str) -> BinarySCM:
         if len(got) != 2 ** len(ps):
             raise ValueError(f"CPT of {v} has {len(got)} of {2 ** len(ps)} parent configurations")
         p1[v] = [got[i] for i in range(2 ** len(ps))]
-    return BinarySCM.build(parents, p1)
+    return BinarySCM.build(parents, p1, exact)
 
 
 def render_cpts(scm: BinarySCM, digits: int = 4) -> str:
@@ -272,7 +316,7 @@ def adjustment_arms(scm_or_joint: Any, x: str, y: str, zs: Iterable[str],
     fails (P(X=x, Z=z) = 0 where P(Z=z) > 0).
     """
     if isinstance(scm_or_joint, BinarySCM):
-        joint, nodes = scm_or_joint.joint(), scm_or_joint.nodes
+        joint, nodes = cached_joint(scm_or_joint), scm_or_joint.nodes
     else:
         joint = np.asarray(scm_or_joint)
         if nodes is None:
@@ -311,7 +355,7 @@ def adjustment_functional(scm_or_joint: Any, x: str, y: str, zs: Iterable[str],
 
 
 def is_positive(scm: BinarySCM) -> bool:
-    return bool(np.all(scm.joint() > 0))
+    return bool(np.all(cached_joint(scm) > 0))
 
 
 def brute_force_joint(scm: BinarySCM) -> dict[tuple[int, ...], float]:

@@ -161,7 +161,8 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
             setattr(ctx, attr + "_error", slots.problems[slot])
             continue
         try:
-            setattr(ctx, attr, family.parse_object(text))
+            # the ANSWER has its own parser: a decision family's STRATEGY evidence is no answer there
+            setattr(ctx, attr, (family.parse_answer if slot == "ANSWER" else family.parse_object)(text))
         except (ValueError, GraphError, RecursionError) as e:
             setattr(ctx, attr + "_error", f"{slot} does not parse as a {family.answer_type}: {e}")
 

@@ -53,7 +53,7 @@ def _own_keys(fam, ts: TraceScore) -> set[Any]:
         if not text:
             continue
         try:
-            keys.add(fam.canonical_answer_key(fam.parse_object(text)))
+            keys.add(fam.canonical_answer_key((fam.parse_answer if slot == "ANSWER" else fam.parse_object)(text)))
         except Exception:  # noqa: BLE001 - an unparsable own object simply has no key
             pass
     return keys

@@ -159,7 +159,7 @@ def structure_bits(text: str, problem: Problem, *, slots=None, graphs: dict[str,
         t = slots.get(slot)
         if t is not None:
             try:
-                fam.parse_object(t)
+                (fam.parse_answer if slot == "ANSWER" else fam.parse_object)(t)
                 bits[i] = 1
             except (ValueError, GraphError, RecursionError, TypeError):
                 pass

@@ -146,6 +146,9 @@ def render_name(n: str) -> str:
 
 
 def render(g: CausalGraph) -> str:
+    if not (g.directed or g.bidirected):
+        # no arrow to detect the format by: quote every name, so no name can read as prose
+        return ", ".join(quote_name(n, False, ('""', "“”", "''")) for n in g.nodes)
     touched = {n for e in g.directed | g.bidirected for n in e}
     parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in sorted(g.directed)]
     parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in sorted(g.bidirected)]

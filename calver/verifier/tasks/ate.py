@@ -18,33 +18,49 @@ binds treatment/outcome, ``adjustment`` = STRATEGY, ``effect`` = RESULT, and (if
 p1 − p0 = effect within ε; b5 |θ̂ − ψ(P; X, Y, Z)| ≤ ε; b6 ANSWER is yes iff the exact ATE (from the
 CPTs) exceeds τ, and it does not contradict θ̂ where |θ̂ − τ| > ε.
 The strict certificate (:func:`strict_certificate`) is reported separately.
+
+b6 and ``grade`` decide θ > τ, and b6 RESULT vs τ ± ε, in exact rationals (numbers read as the
+decimals they write, :mod:`calver.verifier.scm_exact`), so no rounding flips a tie (0.4 − 0.1 vs 0.3,
+a zero effect vs τ = 0); the decision is computed once per problem. b4/b5 stay in floats (ψ from a
+cached joint). The CPTs state every parent set, so a constructed-mode problem without ``graph``
+(behind the label firewall) is judged on the DAG they state, which the policy saw too.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from itertools import combinations
 from typing import Any
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext
+from calver.verifier.memo import Memo, charge
 from calver.verifier.registry import register
 from calver.verifier.values import normalize_value
-from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, is_positive, true_ate
+from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, is_positive
+from calver.verifier.scm_exact import AteDecision, decide_ate, exact_ate, exact_number, format_exact, margin_side
 
 DEFAULT_EPSILON = 0.01
 _YES = {"yes": True, "no": False, "true": True, "false": False}
 _EMPTY = {"none", "empty", "{}", "∅", "[]", "-", "empty set", "the empty set"}
 # one reading per digit run (``\d+\.?\d*`` split runs two ways: quadratic on '1'*19000 + 'x'); fullmatch only
 _NUM = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-_CACHE: dict[int, tuple[Problem, BinarySCM, dict[tuple, float]]] = {}
+# id(problem) -> (problem, SCM, info): info holds the CPT graph, the exact decisions and ψ per Z,
+# charged to the verifier's memo budget (calver.verifier.memo)
+_CACHE = Memo("ate problem")
+_PSI_COST = 256  # bytes charged per memoized ψ
 
 
 def parse_number(text: str, what: str = "RESULT") -> float:
     """A bare number (``0.1234``), or ``label = number`` / ``label: number`` (``ATE = 0.12``)."""
+    return float(_numeral(text, what))
+
+
+def _numeral(text: str, what: str) -> str:
     t = text.strip().strip("*`").strip().rstrip(".").strip()
     if not _NUM.fullmatch(t):
         parts = re.split(r"[=:≈]", t)
@@ -53,10 +69,9 @@ def parse_number(text: str, what: str = "RESULT") -> float:
         t = parts[-1].strip().strip("*`").strip().rstrip(".").strip()
         if not _NUM.fullmatch(t):
             raise ValueError(f"{what} is not a number: {text[:40]!r}")
-    x = float(t)
-    if not math.isfinite(x):
+    if not math.isfinite(float(t)):
         raise ValueError(f"{what} is not finite")
-    return x
+    return t
 
 
 @register
@@ -82,10 +97,10 @@ class AteThreshold(TaskFamily):
     }
 
     # ---- problem side --------------------------------------------------------------------
-    def scm(self, problem: Problem) -> BinarySCM:
+    def _entry(self, problem: Problem) -> tuple[BinarySCM, dict[str, Any]]:
         hit = _CACHE.get(id(problem))
         if hit is not None and hit[0] is problem:
-            return hit[1]
+            return hit[1], hit[2]
         if "cpts" not in problem.data:
             raise ProblemError("ate_threshold problem is missing data field 'cpts'")
         try:
@@ -93,35 +108,62 @@ class AteThreshold(TaskFamily):
         except ValueError as e:
             raise ProblemError(f"data field 'cpts': {e}") from None
         if problem.graph is None:
-            raise ProblemError("ate_threshold problem is missing field 'graph'")
-        why = scm.check_graph(problem.graph)
-        if why:
-            raise ProblemError(f"data field 'cpts' does not match the graph: {why}")
-        if len(_CACHE) > 4096:
-            _CACHE.clear()
-        _CACHE[id(problem)] = (problem, scm, {})
-        return scm
+            if problem.mode == "supplied":  # the prompt shows G*: without it b1 could never pass
+                raise ProblemError("ate_threshold problem is missing field 'graph'")
+        else:
+            why = scm.check_graph(problem.graph)
+            if why:
+                raise ProblemError(f"data field 'cpts' does not match the graph: {why}")
+        info: dict[str, Any] = {"psi": {}, "decision": {}, "exact": {}}
+        entries = sum(a.size for a in scm.p1.values())
+        _CACHE.put(id(problem), (problem, scm, info), 4096 + 24 * entries + 256 * len(scm.nodes))
+        return scm, info
+
+    def scm(self, problem: Problem) -> BinarySCM:
+        return self._entry(problem)[0]
+
+    def source_graph(self, problem: Problem) -> CausalGraph:
+        """G*: ``problem.graph`` (bound to the CPTs at load), else the DAG the CPTs state."""
+        if problem.graph is not None:
+            return problem.graph
+        scm, info = self._entry(problem)
+        if "graph" not in info:
+            info["graph"] = scm.graph()
+        return info["graph"]
+
+    def verification_object(self, problem: Problem) -> Any:
+        return self.source_graph(problem)
 
     def _psi(self, problem: Problem, x: str, y: str, z: frozenset) -> float:
-        scm = self.scm(problem)
-        memo = _CACHE[id(problem)][2]
+        scm, info = self._entry(problem)
+        memo = info["psi"]
         key = (x, y, frozenset(z))
         if key not in memo:
-            memo[key] = adjustment_functional(scm, x, y, sorted(z))
+            value = adjustment_functional(scm, x, y, sorted(z))
+            charge(_PSI_COST + 16 * len(z))  # a long run may try ever new sets on one problem
+            memo[key] = value
         return memo[key]
 
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
         q = super().normalize_query(problem)
         if q["treatment"] == q["outcome"]:
             raise ProblemError("query fields 'treatment' and 'outcome' must differ")
-        self.scm(problem)
+        scm = self.scm(problem)
+        for key in ("treatment", "outcome"):
+            if q[key] not in scm.parents:
+                raise ProblemError(f"query field {key!r} names {q[key]!r}, which has no CPT")
         eps = problem.data.get("epsilon", DEFAULT_EPSILON)
         try:
+            q["epsilon_exact"] = exact_number(eps)
             eps = normalize_value("number", eps)
         except ValueError as e:
             raise ProblemError(f"data field 'epsilon': {e}") from None
         if eps <= 0:
             raise ProblemError("data field 'epsilon' must be positive")
+        try:
+            q["threshold_exact"] = exact_number(problem.query["threshold"])
+        except ValueError as e:
+            raise ProblemError(f"query field 'threshold': {e}") from None
         if "threshold" in problem.data:
             try:
                 t = normalize_value("number", problem.data["threshold"])
@@ -132,16 +174,54 @@ class AteThreshold(TaskFamily):
         q["epsilon"] = eps
         return q
 
+    def exact_effect(self, problem: Problem, query: dict[str, Any] | None = None) -> Fraction:
+        """θ(P; X, Y) exactly, as a Fraction (:func:`~calver.verifier.scm_exact.exact_ate`), memoized
+        per problem. Decisions use :meth:`decision`, which is exact too and cheaper on large SCMs."""
+        q = query if query is not None else self.normalize_query(problem)
+        scm, info = self._entry(problem)
+        key = (q["treatment"], q["outcome"])
+        if key not in info["exact"]:
+            info["exact"][key] = exact_ate(scm, *key)
+        return info["exact"][key]
+
+    def decision(self, problem: Problem, query: dict[str, Any] | None = None) -> AteDecision:
+        """θ > τ decided exactly (:func:`~calver.verifier.scm_exact.decide_ate`), memoized per problem."""
+        q = query if query is not None else self.normalize_query(problem)
+        scm, info = self._entry(problem)
+        tau = _tau(q)
+        last = info.get("last")  # the scorer passes one query object per problem: skip hashing τ
+        if last is not None and last[0] is tau and last[1] == q["treatment"] and last[2] == q["outcome"]:
+            return last[3]
+        key = (q["treatment"], q["outcome"], tau)
+        if key not in info["decision"]:
+            exact = info["exact"].get(key[:2])
+            try:
+                info["decision"][key] = (AteDecision(exact > tau, exact, float(exact)) if exact is not None
+                                         else decide_ate(scm, q["treatment"], q["outcome"], tau))
+            except TooLargeToGrade as e:  # deterministic: remembered, not recomputed per call
+                info["decision"][key] = e
+        hit = info["decision"][key]
+        if isinstance(hit, TooLargeToGrade):
+            raise TooLargeToGrade(str(hit))
+        info["last"] = (tau, *key[:2], hit)
+        return hit
+
+    def truth(self, problem: Problem) -> bool:
+        return self.decision(problem).exceeds
+
     def grade(self, problem: Problem, obj: Any) -> bool:
-        return isinstance(obj, bool) and obj == self.truth(problem)
+        try:
+            return isinstance(obj, bool) and obj == self.truth(problem)
+        except TooLargeToGrade as e:  # as for longest paths: refuse rather than guess
+            raise ProblemError(f"too large to grade exactly: {e}") from None
 
     def is_valid_on(self, g: Any, query: dict[str, Any], obj: Any, problem: Problem | None = None) -> bool:
-        """A decision is valid iff it is the exact one (ψ from the problem's CPTs, whatever ``g``);
+        """A decision is valid iff it is the exact one (θ from the problem's CPTs, whatever ``g``);
         an adjustment set iff it satisfies the backdoor criterion on ``g``."""
         if isinstance(obj, bool):
             if problem is None:
                 raise ValueError("an ate_threshold decision is judged on the problem's CPTs: pass the problem")
-            return obj == (self.exact_effect(problem, query) > query["threshold"])
+            return obj == self.decision(problem, query).exceeds
         from calver.verifier.primitives import is_backdoor_set
 
         z = frozenset(obj)
@@ -170,6 +250,13 @@ class AteThreshold(TaskFamily):
         if t in _YES:
             return _YES[t]
         return self.parse_set(text)
+
+    def parse_answer(self, text: str) -> bool:
+        """The ANSWER is a decision: an adjustment set there is no answer (nor a tie-winning one)."""
+        t = text.strip().strip(".*`!").strip().lower()
+        if t not in _YES:
+            raise ValueError(f"ANSWER must be yes or no, got {text.strip()[:40]!r}")
+        return _YES[t]
 
     def coerce_object(self, obj: Any) -> Any:
         if isinstance(obj, bool):
@@ -265,43 +352,44 @@ class AteThreshold(TaskFamily):
                               f"by more than ε = {q['epsilon']:g}")
         return PASS
 
-    def exact_effect(self, problem: Problem, query: dict[str, Any] | None = None) -> float:
-        """The ATE ψ computed exactly from the CPTs (truncated factorization), memoized per problem."""
-        q = query if query is not None else self.normalize_query(problem)
-        scm = self.scm(problem)
-        memo = _CACHE[id(problem)][2]
-        key = ("ate", q["treatment"], q["outcome"])
-        if key not in memo:
-            memo[key] = true_ate(scm, q["treatment"], q["outcome"])
-        return memo[key]
-
-    def truth(self, problem: Problem) -> bool:
-        return self.exact_effect(problem) > self.normalize_query(problem)["threshold"]
-
     def check_answer(self, ctx: TraceContext) -> Check:
-        """b6: the decision must be the exact one (ψ > τ, ψ from the CPTs), so an estimate inside the
+        """b6: the decision must be the exact one (θ > τ, θ from the CPTs), so an estimate inside the
         ε-margin cannot carry a wrong yes/no; and it must not contradict the trace's own RESULT where
-        that estimate is clear of the margin."""
+        that estimate is clear of the margin (|RESULT − τ| > ε, in exact decimals)."""
         if not isinstance(ctx.answer, bool):
             return Check.fail(ctx.answer_error or "ANSWER must be yes or no")
-        tau, eps = ctx.query["threshold"], ctx.query["epsilon"]
-        psi = self.exact_effect(ctx.problem, ctx.query)
+        q = ctx.query
+        d = self.decision(ctx.problem, q)
         said = "yes" if ctx.answer else "no"
-        if ctx.answer != (psi > tau):
-            return Check.fail(f"ANSWER {said} is wrong: the exact effect {psi:.6g} is "
-                              f"{'above' if psi > tau else 'not above'} the threshold {tau:g}")
-        try:
-            theta = self._theta(ctx)
-        except ValueError as e:
-            return Check.fail(f"ANSWER cannot be checked against RESULT: {e}")
-        if abs(theta - tau) > eps and ctx.answer != (theta > tau):
-            return Check.fail(f"ANSWER {said} disagrees with RESULT {theta:g} vs threshold {tau:g}")
+        tau = _tau(q)
+        if ctx.answer != d.exceeds:
+            return Check.fail(f"ANSWER {said} is wrong: the effect θ is {d.describe()}, "
+                              f"{'above' if d.exceeds else 'not above'} the threshold {format_exact(tau)}")
+        text = ctx.slots.get("RESULT")
+        key = ("ate RESULT side", text)  # a pool's candidates repeat RESULT texts
+        side = ctx.memo.get(key) if ctx.memo is not None and text is not None else None
+        if side is None:
+            try:
+                if text is None:
+                    raise ValueError(ctx.slots.problems["RESULT"])
+                side = margin_side(_numeral(text, "RESULT"), tau, q.get("epsilon_exact") or exact_number(q["epsilon"]),
+                                   q["threshold"], q["epsilon"])
+            except ValueError as e:
+                side = str(e)
+            if ctx.remember is not None and text is not None:
+                ctx.remember(key, text, side)
+        if isinstance(side, str):
+            return Check.fail(f"ANSWER cannot be checked against RESULT: {side}")
+        outside, above = side
+        if outside and ctx.answer != above:
+            return Check.fail(f"ANSWER {said} disagrees with RESULT {text.strip()[:40]} vs threshold "
+                              f"{format_exact(tau)}")
         return PASS
 
     # ---- rendering ----------------------------------------------------------------------------
     def default_adjustment(self, problem: Problem) -> frozenset[str]:
         """A smallest valid backdoor set (ties: first in sorted order), else Pa(X)."""
-        g, q = problem.graph, self.normalize_query(problem)
+        g, q = self.source_graph(problem), self.normalize_query(problem)
         from calver.verifier.primitives import descendants, is_backdoor_set
 
         x, y = q["treatment"], q["outcome"]
@@ -315,16 +403,17 @@ class AteThreshold(TaskFamily):
 
     def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         """A trace adjusting for ``obj`` when it is a set (default: :meth:`default_adjustment`);
-        a bool ``obj`` is written as the ANSWER verbatim (it scores 6 iff it matches θ̂ vs τ)."""
+        a bool ``obj`` is written as the ANSWER verbatim (it scores 6 iff it is the exact decision);
+        otherwise the ANSWER is the exact decision."""
         q = self.normalize_query(problem)
         z = frozenset(obj) if isinstance(obj, (set, frozenset, list, tuple)) else self.default_adjustment(problem)
         x, y = q["treatment"], q["outcome"]
         a1, a0 = adjustment_arms(self.scm(problem), x, y, sorted(z))
         theta = round(a1 - a0, 6)
-        decision = obj if isinstance(obj, bool) else theta > q["threshold"]
+        decision = obj if isinstance(obj, bool) else self.decision(problem, q).exceeds
         pairs = {"task": self.name, "treatment": x, "outcome": y, "threshold": f"{q['threshold']:g}", "graph": "DAG"}
         return assemble_trace({
-            "GRAPH": problem.graph.to_text(),
+            "GRAPH": self.source_graph(problem).to_text(),
             "QUERY": format_kv(pairs),
             "STRATEGY": format_set(z),
             "DERIVATION": f"{self.operation}(treatment={x}, outcome={y}, adjustment={format_set(z)}, "
@@ -338,6 +427,12 @@ class AteThreshold(TaskFamily):
                 f"P({query['outcome']}=1 | do({query['treatment']}=1)) - "
                 f"P({query['outcome']}=1 | do({query['treatment']}=0)), "
                 f"greater than {query['threshold']:g}? Answer yes or no.")
+
+
+def _tau(query: dict[str, Any]) -> Fraction:
+    """τ exactly: the normalized query's ``threshold_exact``, else its float's shortest decimal."""
+    tau = query.get("threshold_exact")
+    return tau if isinstance(tau, Fraction) else exact_number(query["threshold"])
 
 
 # ---- the strict ATE certificate ---------------------------------------------------------------

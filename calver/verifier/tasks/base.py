@@ -14,8 +14,9 @@ from itertools import combinations
 from typing import Any, ClassVar, Iterator
 
 from calver.verifier.contract import format_kv, format_set
-from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext, node_order
+from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext, WorkBudget, node_order
 from calver.verifier.graph import CausalGraph, GraphError
+from calver.verifier.memo import Memo, text_cost
 from calver.verifier.values import (  # noqa: F401  (cached_node_set / cached_path re-exported)
     cached_node_set,
     cached_path,
@@ -24,7 +25,7 @@ from calver.verifier.values import (  # noqa: F401  (cached_node_set / cached_pa
 )
 
 _BRACES = re.compile(r"\{[^{}]*\}")  # a node set written in free text
-_SEARCH_LIMIT = 1 << 16  # subsets one exhaustive minimal/maximal check may test before failing closed
+_TEST_OVERHEAD = 32  # work units of one subset test beyond the graph size (the call itself)
 
 
 def parse_result_bool(text: str) -> bool:
@@ -50,8 +51,8 @@ def split_paths(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"[|;]", body) if p.strip()]
 
 
-_WITNESS_MEMO: dict[tuple[int, str], tuple] = {}
-_MINMAX_MEMO: dict[tuple, tuple] = {}
+_WITNESS_MEMO = Memo("witness path")  # (id(g), path text) -> (g, nodes, error)
+_MINMAX_MEMO = Memo("min/max check")  # (id(g), family, variant, query, nodes) -> (g, witness or TooLargeToGrade)
 
 
 def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str, str] | None = None) -> Check:
@@ -72,9 +73,7 @@ def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str
                 hit = (g, nodes, None)
             except (ValueError, GraphError) as e:
                 hit = (g, None, f"DERIVATION witness path {p!r} is not in the graph: {e}")
-            if len(_WITNESS_MEMO) > 16384:
-                _WITNESS_MEMO.clear()
-            _WITNESS_MEMO[(id(g), p)] = hit
+            _WITNESS_MEMO.put((id(g), p), hit, text_cost(p, 16))
         _, nodes, error = hit
         if error:
             return Check.fail(error)
@@ -168,28 +167,28 @@ class NodeSetFamily(TaskFamily):
         return PASS
 
     def _minmax_memo(self, g, query, nodes, variant) -> frozenset[str] | None:
-        """A pool's candidates repeat the same answers and a check may cost thousands of tests."""
+        """A pool's candidates repeat the same answers and a check may cost thousands of tests. Each
+        check gets one :class:`WorkBudget` (a verdict past it is memoized too: it is deterministic)."""
+        search = self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid
+        what = "the minimality check" if variant == "minimal" else "the maximality check"
         key = (id(g), self.name, variant, tuple(sorted(query.items())), nodes)
         try:
             hit = _MINMAX_MEMO.get(key)
         except TypeError:  # an unhashable query value: no memo
-            return (self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid)(g, query, nodes)
+            return search(g, query, nodes, WorkBudget(what=what))
         if hit is None or hit[0] is not g:
             try:
-                search = self._proper_subset_valid if variant == "minimal" else self._proper_superset_valid
-                found = search(g, query, nodes)
+                found = search(g, query, nodes, WorkBudget(what=what))
             except TooLargeToGrade as e:
                 found = e
-            if len(_MINMAX_MEMO) > 4096:
-                _MINMAX_MEMO.clear()
-            hit = _MINMAX_MEMO[key] = (g, found)
+            hit = _MINMAX_MEMO.put(key, (g, found), 512 + 128 * len(nodes))
         if isinstance(hit[1], TooLargeToGrade):
             raise hit[1]
         return hit[1]
 
     # Exact minimal/maximal checks. The default is an exhaustive search over what prune_pool
-    # leaves (valid families need not be monotone: front-door sets are not), failing closed past
-    # _SEARCH_LIMIT subsets; families with a polynomial exact test override both methods.
+    # leaves (valid families need not be monotone), failing closed once its WorkBudget is spent;
+    # every family shipped here overrides both methods with a polynomial exact test.
     def prune_pool(self, g: CausalGraph, query: dict[str, Any], must: frozenset[str],
                    pool: frozenset[str]) -> tuple[frozenset[str], frozenset[str]] | None:
         """(must', pool') with must ⊆ must' ⊆ pool' ⊆ pool such that every valid S with must ⊆ S ⊆
@@ -197,41 +196,49 @@ class NodeSetFamily(TaskFamily):
         valid. The default prunes nothing."""
         return must, pool
 
-    def _search(self, g, query, nodes, must, pool, fallback) -> frozenset[str] | None:
-        """First valid S ≠ ``nodes`` with must ⊆ S ⊆ pool, smallest additions first. Past
-        _SEARCH_LIMIT subsets only the ``fallback`` sets are tried (a witness is exact even then)
-        before failing closed."""
+    def _search(self, g, query, nodes, must, pool, fallback, budget: WorkBudget | None = None) -> frozenset[str] | None:
+        """First valid S ≠ ``nodes`` with must ⊆ S ⊆ pool: the whole pool, the ``fallback`` sets (one
+        removal / addition), then every subset, smallest additions first. Each test costs the graph's
+        nodes + edges (+ a constant) of ``budget``; once it is spent the check fails closed
+        (:class:`TooLargeToGrade`), so the verdict never depends on the machine's speed."""
+        budget = budget or WorkBudget()
+        cost = _TEST_OVERHEAD + len(g.nodes) + len(g.directed) + len(g.bidirected)
         free = sorted(pool - must)
-        if pool != nodes and self.is_base_valid(g, query, pool):  # one test, often the witness
-            return pool
-        if 2 ** len(free) > _SEARCH_LIMIT:
+
+        def valid(s: frozenset[str]) -> bool:
+            budget.spend(cost)
+            return s != nodes and self.is_base_valid(g, query, s)
+
+        try:
+            if valid(pool):  # one test, often the witness
+                return pool
             for s in fallback(must, free):
-                if s != nodes and self.is_base_valid(g, query, s):
+                if valid(s):
                     return s
-            raise TooLargeToGrade(f"{len(free)} candidate nodes remain after pruning "
-                                  f"(more than {_SEARCH_LIMIT} subsets to search)")
-        for r in range(len(free) + 1):
-            for c in combinations(free, r):
-                s = must | frozenset(c)
-                if s != nodes and self.is_base_valid(g, query, s):
-                    return s
+            for r in range(len(free) + 1):
+                for c in combinations(free, r):
+                    s = must | frozenset(c)
+                    if valid(s):
+                        return s
+        except TooLargeToGrade as e:
+            raise TooLargeToGrade(f"{len(free)} candidate nodes remain after pruning and {e}") from None
         return None
 
-    def _proper_subset_valid(self, g, query, nodes) -> frozenset[str] | None:
+    def _proper_subset_valid(self, g, query, nodes, budget: WorkBudget | None = None) -> frozenset[str] | None:
         pruned = self.prune_pool(g, query, frozenset(), frozenset(nodes))
         if pruned is None:
             return None
         return self._search(g, query, nodes, *pruned, lambda must, free: [
-            must | frozenset(free[:i] + free[i + 1:]) for i in range(len(free))])
+            must | frozenset(free[:i] + free[i + 1:]) for i in range(len(free))], budget)
 
-    def _proper_superset_valid(self, g, query, nodes) -> frozenset[str] | None:
+    def _proper_superset_valid(self, g, query, nodes, budget: WorkBudget | None = None) -> frozenset[str] | None:
         cands = frozenset(self.candidates(g, query))
         if not nodes <= cands:  # a member outside the candidates: no superset is valid either
             return None
         pruned = self.prune_pool(g, query, frozenset(nodes), cands)
         if pruned is None:
             return None
-        return self._search(g, query, nodes, *pruned, lambda must, free: [must | {n} for n in free])
+        return self._search(g, query, nodes, *pruned, lambda must, free: [must | {n} for n in free], budget)
 
     def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
         """Every valid set (``is_base_valid`` on each subset of :meth:`candidates`, ordered by size
@@ -374,26 +381,26 @@ class NodeSetFamily(TaskFamily):
 
 class SeparatorFamily(NodeSetFamily):
     """A node-set family whose valid sets are exactly the Z ⊆ R that separate X and Y in one graph
-    (G without the outgoing edges of ``no_out``): minimal/maximal are exact and polynomial by the
-    van der Zander–Liśkiewicz–Textor lemma (:func:`~calver.verifier.primitives.larger_separator`)."""
+    (G without the outgoing edges of ``no_out``): minimal/maximal are exact and linear
+    (:mod:`calver.verifier.separators`)."""
 
     def separator_masks(self, g: CausalGraph, query: dict[str, Any]) -> tuple[int, int, int, int]:
         """Masks (X, Y, R, no_out)."""
         raise NotImplementedError
 
-    def _proper_subset_valid(self, g, query, nodes) -> frozenset[str] | None:
+    def _proper_subset_valid(self, g, query, nodes, budget=None) -> frozenset[str] | None:
         from calver.verifier.paths import node_mask
-        from calver.verifier.primitives import smaller_separator
+        from calver.verifier.separators import smaller_separator
 
         xm, ym, _rm, no_out = self.separator_masks(g, query)
         found = smaller_separator(g, xm, ym, node_mask(g, nodes), no_out)
         return None if found is None else g.names(found)
 
-    def _proper_superset_valid(self, g, query, nodes) -> frozenset[str] | None:
+    def _proper_superset_valid(self, g, query, nodes, budget=None) -> frozenset[str] | None:
         from calver.verifier.paths import node_mask
-        from calver.verifier.primitives import larger_separator
+        from calver.verifier.separators import larger_separator
 
         xm, ym, rm, no_out = self.separator_masks(g, query)
-        found = larger_separator(g, xm, ym, node_mask(g, nodes), rm, no_out)
+        found = larger_separator(g, xm, ym, node_mask(g, nodes), rm, no_out, budget)
         return None if found is None else g.names(found)
 

@@ -85,7 +85,7 @@ class BlockingSet(NodeSetFamily):
             hit = self._masks[key] = (g, path_blocking_masks(g, path, types or None))
         return blocks_path_masks(hit[1], node_mask(g, nodes))
 
-    def _proper_subset_valid(self, g, query, nodes):
+    def _proper_subset_valid(self, g, query, nodes, budget=None):
         # Z blocks iff it holds a non-collider of the path (then that node alone blocks) or misses
         # some collider's descendant closure (then every subset, ∅ included, does too): every valid
         # set has a valid subset of size <= 1, so testing ∅ and the singletons is exhaustive.

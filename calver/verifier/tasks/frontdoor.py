@@ -3,53 +3,169 @@
 Condition (iii) has two readings, chosen by the optional query key ``criterion``
 (:func:`~calver.verifier.primitives.frontdoor_violation`): ``set`` (default) tests Z ⊥ Y | X in G
 without the out-edges of every member; ``per_member`` tests each z alone (every back-door path
-z ... Y blocked by X). Under ``set`` valid sets are not monotone (adding two nodes can restore
-what adding either breaks), so minimal searches exhaustively over a soundly pruned pool;
-under ``per_member`` every condition but (i) is per member and (i) is upward closed, so minimal
-is a one-removal test. Maximal is polynomial under both: the pruned pool is the largest valid set.
+z ... Y blocked by X). Valid sets are not monotone under ``set`` (adding two nodes can restore
+what adding either breaks), yet minimal and maximal are exact and polynomial under both readings:
+
+* (ii) is per member and (i) is upward closed.
+* (iii) under ``set`` is closed under union: with more members G loses more edges and the
+  conditioning set stays {X}, so a walk open for the union is open for the part holding its end.
+  So within any pool R the sets meeting (ii) and (iii) have a largest member P*(R), the least fixed
+  point of "drop the pool nodes a walk from Y given X reaches in G without the pool's out-edges"
+  (:func:`_spread`, one linear search: a dropped node's out-edges return as the search goes), and a
+  valid S ⊆ R exists iff P*(R) is non-empty and intercepts.
+* Maximal: Z is maximal iff Z = P*(all candidates).
+* Minimal: some valid S ⊊ Z exists iff for some v ∈ Z, P*(Z ∖ {v}) is valid. A v whose removal
+  opens a directed path X -> ... -> Y (``_forced``) never qualifies; nor does one whose search
+  reaches a node that never qualifies, since P*(Z ∖ {v}) ⊆ P*(Z ∖ {w}) when the search drops w.
+  Under ``per_member`` every subset keeps (ii) and (iii), so only (i) matters: Z is minimal iff
+  every member is forced.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from calver.verifier.family import WorkBudget
 from calver.verifier.graph import CausalGraph, GraphClass
-from calver.verifier.paths import bits, directed_path_indices, node_mask
-from calver.verifier.primitives import (  # the bitmask internals the exact search prunes with
-    FRONTDOOR_CRITERIA, _connected, _iii_starts, _reach, _treatment_outcome, is_frontdoor_set,
+from calver.verifier.paths import bits, closure, node_mask, union_of
+from calver.verifier.primitives import (  # the bitmask internals the exact checks use
+    FRONTDOOR_CRITERIA, _reach, _treatment_outcome, is_frontdoor_set,
 )
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily
 
 
-def frontdoor_pool(g: CausalGraph, x: str, y: str, must: int, pool: int, criterion: str = "set",
-                   force: bool = True) -> tuple[int, int] | None:
-    """Sound pruning for exact minimal/maximal front-door search over the sets Z with ``must`` ⊆ Z ⊆
-    ``pool``: returns (must', pool') holding every valid such Z, or None if none is valid.
-    (ii) is per member: a node m-connected to X in G without X's out-edges never belongs. (iii)
-    only loses paths as Z grows (edges go, so An(X) shrinks): a node connected to Y given X even
-    without the out-edges of the whole pool never belongs; repeat to a fixed point. (i) is upward
-    closed: it fails for every Z if the pool does not intercept, and (with ``force``) a node
-    without which the pool does not intercept belongs to every valid Z."""
-    xm, ym = _treatment_outcome(g, x, y, "front-door")
-    bad = _reach(g, xm, 0, xm) & pool  # (ii)
-    while True:
-        if bad & must:
-            return None
-        pool &= ~bad
-        if criterion == "set":
-            bad = _reach(g, ym, xm, pool) & pool
-        else:  # per member: a node's test does not depend on the pool
-            bad = sum(s for s in _iii_starts(pool, criterion) if _connected(g, s, ym, xm, s))
-        if not bad:
-            break
-    if directed_path_indices(g, xm, ym, blocked=pool) is not None:
+def _spread(g: CausalGraph, xm: int, up: int, down: int, fu: int, fd: int, pool: int, stop: int = 0,
+            budget: WorkBudget | None = None) -> tuple[int, int, int, bool]:
+    """Continue a walk search from Y given X (the states ``up``/``down``: reached with a tail / an
+    arrowhead; ``fu``/``fd``: not yet expanded) in G without the outgoing edges of ``pool``; a
+    pool node the search reaches leaves the pool, and its out-edges return (also backwards, from
+    children reached earlier). Returns (up, down, pool, hit): hit if a node of ``stop`` left the
+    pool (the search then stops at once, its states incomplete). The moves are those of
+    primitives._reach."""
+    pm, cm, sm = g.parents_mask, g.children_mask, g.siblings_mask
+    while fu or fd:
+        if budget is not None:
+            budget.spend(fu.bit_count() + fd.bit_count())
+        nu = nd = 0
+        m = fu  # entered through a tail, not X: any edge out
+        while m:
+            low = m & -m
+            i = low.bit_length() - 1
+            m ^= low
+            nu |= pm[i]
+            nd |= sm[i]
+            if not low & pool:
+                nd |= cm[i]
+        m = fd & ~xm & ~pool  # entered through an arrowhead, out through a tail
+        while m:
+            low = m & -m
+            m ^= low
+            nd |= cm[low.bit_length() - 1]
+        m = fd & xm  # a collider on X: out through an arrowhead
+        while m:
+            low = m & -m
+            i = low.bit_length() - 1
+            m ^= low
+            nu |= pm[i]
+            nd |= sm[i]
+        nu &= ~pool & ~up
+        nd &= ~down
+        up |= nu
+        down |= nd
+        dropped = nd & pool  # reached only through an arrowhead while in the pool
+        if dropped:
+            pool &= ~dropped
+            if dropped & stop:
+                return up, down, pool, True
+            if budget is not None:
+                budget.spend(dropped.bit_count())
+            src = (up & ~xm) | (down & xm)  # states that step on to a parent
+            back = sum(1 << i for i in bits(dropped) if cm[i] & src) & ~up
+            up |= back
+            nu |= back
+        fu, fd = nu & ~xm, nd
+    return up, down, pool, False
+
+
+def _largest(g: CausalGraph, xm: int, ym: int, pool: int, budget: WorkBudget | None = None) -> int:
+    """P*(pool) under the ``set`` reading (see the module docstring); (ii) must already hold."""
+    return _spread(g, xm, ym, 0, ym & ~xm, 0, pool, budget=budget)[2]
+
+
+def _intercepts(g: CausalGraph, xm: int, ym: int, zm: int, budget: WorkBudget | None = None) -> bool:
+    reached = closure(g.children_mask, xm, zm)
+    if budget is not None:
+        budget.spend(1 + reached.bit_count())
+    return not reached & ym
+
+
+def _forced(g: CausalGraph, xm: int, ym: int, zm: int) -> int:
+    """Members v of Z such that Z ∖ {v} leaves a directed path X -> ... -> Y open: v is entered from
+    X and leads to Y along directed paths that meet Z nowhere else."""
+    from_x = closure(g.children_mask, xm, zm | ym)
+    to_y = closure(g.parents_mask, ym, zm | xm)
+    return union_of(g.children_mask, from_x | xm) & union_of(g.parents_mask, to_y | ym) & zm
+
+
+def _not_ii(g: CausalGraph, xm: int) -> int:
+    """Nodes failing (ii): m-connected to X given nothing in G without X's out-edges."""
+    return _reach(g, xm, 0, xm)
+
+
+def smaller_frontdoor_set(g: CausalGraph, xm: int, ym: int, zm: int, criterion: str = "set",
+                          budget: WorkBudget | None = None) -> int | None:
+    """A valid proper subset of the valid front-door set ``zm`` (mask), or None when it is minimal.
+    ``set``: at most one search per unforced member, charged to ``budget``; ``per_member``: linear."""
+    if criterion != "set":
+        free = zm & ~_forced(g, xm, ym, zm)
+        return zm & ~(free & -free) if free and zm & (zm - 1) else None
+    budget = budget or WorkBudget(what="the minimality check")
+    up, down, pool, _ = _spread(g, xm, ym, 0, ym & ~xm, 0, zm & ~_not_ii(g, xm), budget=budget)
+    if pool != zm:  # Z itself fails (ii) or (iii): P*(Z) is the only candidate
+        return pool if pool and _intercepts(g, xm, ym, pool) else None
+    if not _intercepts(g, xm, ym, zm):  # (i) is upward closed: no subset intercepts either
         return None
-    for i in bits(pool & ~must) if force else ():
-        if directed_path_indices(g, xm, ym, blocked=pool & ~(1 << i)) is not None:
-            must |= 1 << i
-    return must, pool
+    known = _forced(g, xm, ym, zm)  # members without which no subset is valid
+    src = (up & ~xm) | (down & xm)
+    cm = g.children_mask
+    for i in bits(zm & ~known):
+        v = 1 << i
+        rest = zm & ~v
+        if not rest:
+            break
+        if not cm[i] & src:  # no walk from Y reaches v: Z ∖ {v} keeps (iii), and v is unforced
+            return rest
+        _, _, left, hit = _spread(g, xm, up | v, down, v, 0, rest, stop=known, budget=budget)
+        if not hit and left and _intercepts(g, xm, ym, left, budget):
+            return left
+        known |= v
+    return None
+
+
+def larger_frontdoor_set(g: CausalGraph, xm: int, ym: int, zm: int, cands: int, criterion: str = "set",
+                         budget: WorkBudget | None = None) -> int | None:
+    """A valid proper superset (within ``cands``) of the valid front-door set ``zm``, or None when it
+    is maximal. ``set``: linear (P* of the candidates); ``per_member``: one walk search from Y in G
+    decides each outside candidate it reaches only through an arrowhead or not at all (its first
+    arrival needs none of its out-edges); the rest cost one search each, charged to ``budget``."""
+    pool = cands & ~_not_ii(g, xm)
+    if criterion == "set":
+        pool = _largest(g, xm, ym, pool, budget)
+        return pool if pool != zm and not zm & ~pool else None
+    budget = budget or WorkBudget(what="the maximality check")
+    up, down, _, _ = _spread(g, xm, ym, 0, ym & ~xm, 0, 0, budget=budget)
+    for i in bits(pool & ~zm):
+        w = 1 << i
+        if not up & w:
+            if not down & w:
+                return zm | w
+            continue
+        # w's own test: does a walk from Y reach w in G without w's out-edges?
+        if not _spread(g, xm, ym, 0, ym & ~xm, 0, w, stop=w, budget=budget)[3]:
+            return zm | w
+    return None
 
 
 @register
@@ -96,36 +212,17 @@ class FrontdoorSet(NodeSetFamily):
     def is_base_valid(self, g, query, nodes):
         return is_frontdoor_set(g, query["treatment"], query["outcome"], nodes, query.get("criterion", "set"))
 
-    # ---- exact minimal / maximal ------------------------------------------------------------
-    def prune_pool(self, g, query, must, pool):
-        kept = frontdoor_pool(g, query["treatment"], query["outcome"], node_mask(g, must), node_mask(g, pool),
-                              query.get("criterion", "set"))
-        return None if kept is None else (g.names(kept[0]), g.names(kept[1]))
+    # ---- exact minimal / maximal (see the module docstring) --------------------------------------
+    def _proper_subset_valid(self, g, query, nodes, budget=None):
+        xm, ym = _treatment_outcome(g, query["treatment"], query["outcome"], "front-door")
+        found = smaller_frontdoor_set(g, xm, ym, node_mask(g, nodes), query.get("criterion", "set"), budget)
+        return None if found is None else g.names(found)
 
-    def _proper_subset_valid(self, g, query, nodes):
-        if query.get("criterion", "set") == "set":
-            return super()._proper_subset_valid(g, query, nodes)
-        # per member: valid = non-empty, members pass alone, (i); (i) is upward closed, so a valid
-        # proper subset exists iff some one-removal is valid
-        for n in sorted(nodes):
-            if self.is_base_valid(g, query, nodes - {n}):
-                return nodes - {n}
-        return None
-
-    def _proper_superset_valid(self, g, query, nodes):
-        # Under either reading the pruned pool is itself valid: every member passes (ii), (iii)
-        # holds in G without the pool's out-edges (the fixed point) and the pool ⊇ Z intercepts.
-        # Every valid superset of Z lies in it, so Z is maximal iff it is the pool.
-        zm = node_mask(g, nodes)
-        cands = ((1 << len(g.nodes)) - 1) & ~node_mask(g, self.excluded(query))
-        pruned = frontdoor_pool(g, query["treatment"], query["outcome"], zm, cands, query.get("criterion", "set"),
-                                force=False)
-        if pruned is None or pruned[1] == zm:
-            return None
-        pool = g.names(pruned[1])
-        if self.is_base_valid(g, query, pool):
-            return pool
-        return super()._proper_superset_valid(g, query, nodes)  # pragma: no cover - see above
+    def _proper_superset_valid(self, g, query, nodes, budget=None):
+        xm, ym = _treatment_outcome(g, query["treatment"], query["outcome"], "front-door")
+        cands = ((1 << len(g.nodes)) - 1) & ~(xm | ym)
+        found = larger_frontdoor_set(g, xm, ym, node_mask(g, nodes), cands, query.get("criterion", "set"), budget)
+        return None if found is None else g.names(found)
 
     # ---- rendering -----------------------------------------------------------------------------
     def witness_paths(self, g, query, nodes):

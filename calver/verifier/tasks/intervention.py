@@ -45,6 +45,13 @@ class InterventionReachability(TaskFamily):
             return parse_bool(t) if t not in ("reachable", "unreachable") else t == "reachable"
         return self.parse_witness(text)
 
+    def parse_answer(self, text: str) -> bool:
+        """The ANSWER is a decision (yes/no; reachable/unreachable): a witness path there is none."""
+        obj = self.parse_object(text)
+        if not isinstance(obj, bool):
+            raise ValueError(f"ANSWER must be yes or no, got {text.strip()[:40]!r}")
+        return obj
+
     def parse_witness(self, text: str) -> tuple[str, ...]:
         from calver.verifier.parsers import parse_path
 

@@ -65,6 +65,14 @@ class Mediator(NodeSetFamily):
         "ANSWER": "the mediator set only",
     }
 
+    def normalize_query(self, problem):
+        q = super().normalize_query(problem)
+        if q["treatment"] == q["outcome"]:  # no walk X -> ... -> Y meets X only first and Y only last
+            from calver.verifier.problem import ProblemError
+
+            raise ProblemError("query fields 'treatment' and 'outcome' must differ")
+        return q
+
     def excluded(self, query):
         return frozenset((query["treatment"], query["outcome"]))
 

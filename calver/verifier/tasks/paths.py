@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from calver.verifier.contract import format_path
 from calver.verifier.graph import CausalGraph
-from calver.verifier.family import TooLargeToGrade
+from calver.verifier.family import WORK_LIMIT as _DEFAULT_LIMIT, TooLargeToGrade, WorkBudget
+from calver.verifier.memo import Memo
 from calver.verifier.paths import bits, union_of
 
 
@@ -53,11 +54,15 @@ def backdoor_paths(g: CausalGraph, x: str, y: str, limit: int = 3) -> list[str]:
 # A path runs start..end over the skeleton (any edge type); a backdoor path's first edge has an
 # arrowhead at the start. Shortest: BFS (a shortest walk never repeats a node; for a backdoor path
 # the walk after the first edge runs in the graph minus the start). Longest is NP-hard: branch and
-# bound with a work limit, memoized per (graph, query), failing closed beyond the limit.
-WORK_LIMIT = 100_000  # partial simple paths one longest-path search (or one enumeration) may extend
+# bound with a work budget, memoized per (graph, query), failing closed beyond it. Extending a
+# partial path costs 8 work units plus the nodes its bounding search scans.
+WORK_LIMIT = _DEFAULT_LIMIT  # work units of one longest-path search; read per call
+_STEP = 8
+# Enumerating a path class (generation and default answers, never score or grade) keeps its old
+# limit, 100,000 partial paths at one unit each, so generated data does not change.
+ENUM_LIMIT = 100_000
 TOO_LARGE = "too large to grade"
-_LONGEST_MEMO: dict[tuple, int | str | None] = {}
-_MEMO_MAX = 2048
+_LONGEST_MEMO = Memo("longest path")  # (graph, a, b, backdoor) -> length, None, or the too-large reason
 
 
 def _skeleton(g: CausalGraph) -> list[int]:
@@ -82,10 +87,10 @@ def _reach(adj: list[int], start: int, blocked: int, end: int) -> int:
     return seen
 
 
-def _too_large(g: CausalGraph, ia: int, ib: int, backdoor: bool, what: str) -> TooLargeToGrade:
+def _budget(g: CausalGraph, ia: int, ib: int, backdoor: bool, what: str, limit: int | None = None) -> WorkBudget:
     kind = "backdoor path" if backdoor else "path"
-    return TooLargeToGrade(f"{TOO_LARGE}: more than {WORK_LIMIT} partial simple paths from {g.nodes[ia]} "
-                           f"to {g.nodes[ib]} to search for the {what} {kind}")
+    return WorkBudget(WORK_LIMIT if limit is None else limit,
+                      f"{TOO_LARGE}: {what} {kind} from {g.nodes[ia]} to {g.nodes[ib]}")
 
 
 def shortest_path_length(g: CausalGraph, a: str, b: str, backdoor: bool = False) -> int | None:
@@ -103,17 +108,52 @@ def shortest_path_length(g: CausalGraph, a: str, b: str, backdoor: bool = False)
     return None
 
 
+def _colouring(adj: list[int]) -> int | None:
+    """The nodes of one colour of a 2-colouring of the skeleton, or None if it has an odd cycle."""
+    col, seen = 0, 0
+    for s in range(len(adj)):
+        if seen >> s & 1:
+            continue
+        frontier, colour, seen = 1 << s, 0, seen | 1 << s
+        while frontier:
+            if colour:
+                col |= frontier
+            nxt = union_of(adj, frontier)
+            if nxt & frontier:
+                return None
+            frontier = nxt & ~seen
+            seen |= frontier
+            colour ^= 1
+    return col
+
+
+def _room_bound(room: int, j: int, col: int | None, end: int) -> int:
+    """Most edges a simple path from ``j`` to ``end`` through ``room`` can have: ``room``'s size, or in a
+    bipartite skeleton the count that alternating colours and the end's colour allow."""
+    size = room.bit_count()
+    if col is None:
+        return size
+    same = (room & col if col >> j & 1 else room & ~col).bit_count()
+    opp = size - same
+    most = 2 * same + 1 if opp > same else 2 * opp
+    return most - 1 if (most & 1) != (bool(col >> j & 1) != bool(col & end)) else most
+
+
 def _longest(g: CausalGraph, ia: int, ib: int, backdoor: bool) -> int | None:
     """Branch and bound over simple paths: a partial path is extended only if the end is still
-    reachable and it plus every node it could still use beats the best length found."""
+    reachable and the most it could still add (:func:`_room_bound`) beats the best length found
+    (a partial path with one way on is extended without the bound: pruning is only a shortcut)."""
     adj = _skeleton(g)
     end = 1 << ib
+    budget = _budget(g, ia, ib, backdoor, "the search for the longest")
+    budget.spend(3 * len(g.nodes))
+    col = _colouring(adj)
     first = _first_step(g, ia, backdoor)
     top = first | _reach(adj, first & ~end, 1 << ia, end)  # every node a path may visit after the start
     if not top & end:
         return None
-    top = top.bit_count()  # so no path has more edges than this
-    best, work = -1, 0
+    top = _room_bound(top, ia, col, end)  # so no path has more edges than this
+    best = -1
     stack = [(0, 1 << ia, iter(bits(first)))]
     while stack:
         d, on, nxt = stack[-1]
@@ -127,14 +167,24 @@ def _longest(g: CausalGraph, ia: int, ib: int, backdoor: bool) -> int | None:
                 if best >= top:
                     return best
             continue
-        work += 1
-        if work > WORK_LIMIT:
-            raise _too_large(g, ia, ib, backdoor, "longest")
         on_j = on | 1 << j
+        way = adj[j] & ~on_j
+        if not way & (way - 1):
+            budget.spend(_STEP)
+            stack.append((d + 1, on_j, iter(bits(way))))
+            continue
         room = _reach(adj, 1 << j, on_j, end)
-        if room & end and d + 1 + room.bit_count() > best:
-            stack.append((d + 1, on_j, iter(bits(adj[j] & room))))
+        budget.spend(_STEP + room.bit_count())
+        if room & end and d + 1 + _room_bound(room, j, col, end) > best:
+            stack.append((d + 1, on_j, _warnsdorff(adj, adj[j] & room, on_j, end)))
     return best if best > 0 else None
+
+
+def _warnsdorff(adj: list[int], cands: int, on: int, end: int):
+    """``cands`` with the fewest onward neighbours first and the end last: long paths, which the
+    bound then prunes against, turn up early (the order never changes the result)."""
+    free = ~on
+    return iter(sorted(bits(cands & ~end), key=lambda c: (adj[c] & free).bit_count()) + bits(cands & end))
 
 
 def longest_path_length(g: CausalGraph, a: str, b: str, backdoor: bool = False) -> int | None:
@@ -142,14 +192,12 @@ def longest_path_length(g: CausalGraph, a: str, b: str, backdoor: bool = False) 
     (graph content, a, b, backdoor); raises :class:`TooLargeToGrade` beyond the work limit."""
     key = (g, a, b, backdoor)
     hit = _LONGEST_MEMO.get(key, _LONGEST_MEMO)
-    if hit is _LONGEST_MEMO:
+    if hit is _LONGEST_MEMO:  # the key keeps the graph alive: charge it too
         try:
             hit = _longest(g, g.index(a), g.index(b), backdoor)
         except TooLargeToGrade as e:
             hit = str(e)
-        if len(_LONGEST_MEMO) >= _MEMO_MAX:
-            _LONGEST_MEMO.clear()
-        _LONGEST_MEMO[key] = hit
+        _LONGEST_MEMO.put(key, hit, 1024 + 512 * (len(g.nodes) + len(g.directed) + len(g.bidirected)))
     if isinstance(hit, str):
         raise TooLargeToGrade(hit)
     return hit
@@ -174,15 +222,15 @@ def _fits(adj: list[int], j: int, on: int, end: int, r: int) -> bool:
 
 
 def paths_of_length(g: CausalGraph, a: str, b: str, length: int, backdoor: bool = False,
-                    budget: list[int] | None = None):
+                    budget: WorkBudget | None = None):
     """Every simple typed (backdoor) path a..b with exactly ``length`` edges, as (nodes, types)
-    tuples, depth first over neighbours sorted by (name, edge type). ``budget`` ([partial paths
-    left], shared across calls) bounds the work; exhausting it raises :class:`TooLargeToGrade`."""
+    tuples, depth first over neighbours sorted by (name, edge type). ``budget`` (shared across
+    calls) bounds the work; exhausting it raises :class:`TooLargeToGrade`."""
     ia, ib = g.index(a), g.index(b)
     adj, end = _skeleton(g), 1 << ib
     index = {n: i for i, n in enumerate(g.nodes)}
     nbrs = [[(index[nb], t) for nb, t in sorted(_neighbours(g, n))] for n in g.nodes]
-    budget = [WORK_LIMIT] if budget is None else budget
+    budget = budget or _budget(g, ia, ib, backdoor, f"enumerating every {length}-edge", ENUM_LIMIT)
     nodes, types, on = [ia], [], 1 << ia
     stack = [iter([(j, t) for j, t in nbrs[ia] if not (backdoor and t == "->")])]
     while stack:
@@ -203,9 +251,7 @@ def paths_of_length(g: CausalGraph, a: str, b: str, length: int, backdoor: bool 
             continue
         if d >= length:
             continue
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise _too_large(g, ia, ib, backdoor, f"{length}-edge")
+        budget.spend(1)
         if _fits(adj, j, on | 1 << j, end, length - d):
             nodes.append(j)
             types.append(t)
@@ -229,7 +275,8 @@ def path_class(g: CausalGraph, a: str, b: str, backdoor: bool, variant: str, lim
         first = _first_step(g, ia, backdoor)
         room = first | _reach(_skeleton(g), first & ~(1 << ib), 1 << ia, 1 << ib)
         lengths = range(lo, room.bit_count() + 1)
-    budget, out = [WORK_LIMIT], []
+    what = "enumerating every" + ("" if variant == "any" else f" {variant}")
+    budget, out = _budget(g, g.index(a), g.index(b), backdoor, what, ENUM_LIMIT), []
     for length in lengths:
         for p in paths_of_length(g, a, b, length, backdoor, budget):
             out.append(p)
