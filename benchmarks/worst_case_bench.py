@@ -10,7 +10,9 @@ answer and of a wrong one, and prints CPU seconds per ``score`` call:
 * warm: the same trace scored again on the same problem (the pool's other candidates),
 
 and the outcome: the six bits, or "too large" where the check failed closed at its work budget
-(``calver.verifier.family.WORK_LIMIT``). The last line names the worst cold call.
+(``calver.verifier.family.WORK_LIMIT``). A second group scores the largest traces and problems the
+contract admits elsewhere (1 MB traces, a 300 KB GRAPH slot, 20-person puzzles, 20-variable SCMs),
+whose cost is linear but still bounds a call. The last line names the worst cold call.
 
     PYTHONPATH=. python3 benchmarks/worst_case_bench.py [--only frontdoor] [--markdown]
 """
@@ -198,6 +200,80 @@ CASES = [
 ]
 
 
+# ---- trace-side limits: the largest slots and problems the contract admits ------------------------
+# Each returns (problem, trace); these costs are linear (no search), but they bound a call too.
+def _backdoor() -> tuple[Problem, str]:
+    p = Problem.from_dict(_problem("backdoor_set", ["W -> Z", "Z -> X", "Z -> Y", "X -> M", "M -> Y", "X -> Y"],
+                                   {"treatment": "X", "outcome": "Y", "variant": "any"}, "DAG"))
+    return p, p.family.canonical_trace(p, frozenset({"Z"}))
+
+
+def trace_word_soup():
+    """A 300 KB GRAPH slot of bare words (audit F4: 1.23 s before the lexer joined names once)."""
+    p, good = _backdoor()
+    graph = next(line for line in good.split("\n") if line.startswith("GRAPH: "))
+    return p, good.replace(graph, "GRAPH: " + " ".join(["w"] * 149_000))
+
+
+def trace_headers(kind: str):
+    """1 MB traces full of header-like lines (audit tools/bigtrace.py), read up to the 1 M limit."""
+    p, good = _backdoor()
+    text = {"graph lines": "GRAPH:\n" * 140_000 + good, "result lines": "**Result** of step\n" * 52_000 + good,
+            "blocks": (good + "\n") * 3_000}[kind]
+    return p, text[:1_000_000]
+
+
+def kk_big(n_people: int, chars: int):
+    """K&K at the verifier's people limit (the generator stops at 10) with a CONSTRAINTS slot near the
+    300 KB GRAPH-slot limit (audit F11): each person speaks about the next two."""
+    people = [f"P{i}" for i in range(n_people)]
+    said = {people[i]: f"knight({people[(i + 1) % n_people]}) or knave({people[(i + 2) % n_people]})"
+            for i in range(n_people)}
+    p = Problem.from_dict({"task": "knights_knaves", "mode": "constructed",
+                           "query": {"people": people, "question": "roles"},
+                           "data": {"people": people, "statements": said}})
+    good = p.family.canonical_trace(p)
+    line = next(ln for ln in good.split("\n") if ln.startswith("CONSTRAINTS: "))
+    body = line[len("CONSTRAINTS: "):]
+    return p, good.replace(line, "CONSTRAINTS: " + "; ".join([body] * max(1, chars // (len(body) + 2))))
+
+
+def ate_big(parents: int, seed: int = 0):
+    """ate_threshold at the 20-variable limit, each node with up to ``parents`` parents (CPTs of
+    2^parents rows), the canonical trace and a new adjustment set."""
+    import random
+
+    rng = random.Random(seed)
+    nodes = [f"V{i}" for i in range(20)]
+    pa = {v: nodes[max(0, i - parents):i] for i, v in enumerate(nodes)}
+    cpts = {v: {"parents": pa[v], "p1": [round(rng.uniform(0.05, 0.95), 3) for _ in range(2 ** len(pa[v]))]}
+            for v in nodes}
+    edges = [f"{a} -> {v}" for v in nodes for a in pa[v]]
+    p = Problem.from_dict({"task": "ate_threshold", "graph": ", ".join(edges), "graph_class": "DAG",
+                           "query": {"treatment": "V0", "outcome": "V19", "threshold": 0.05}, "data": {"cpts": cpts}})
+    return p, p.family.canonical_trace(p)
+
+
+TRACE_CASES = [
+    ("backdoor_set", "300 KB GRAPH of bare words", trace_word_soup),
+    ("backdoor_set", "1 MB trace: GRAPH: header lines", lambda: trace_headers("graph lines")),
+    ("backdoor_set", "1 MB trace: **Result** lines", lambda: trace_headers("result lines")),
+    ("backdoor_set", "1 MB trace: 3,000 blocks", lambda: trace_headers("blocks")),
+    ("knights_knaves", "20 people, 290 KB CONSTRAINTS", lambda: kk_big(20, 290_000)),
+    ("ate_threshold", "20 variables, 3 parents each", lambda: ate_big(3)),
+    ("ate_threshold", "20 variables, 14 parents each", lambda: ate_big(14)),
+]
+
+
+def run_trace_case(task: str, shape: str, build) -> list[tuple]:
+    p, trace = build()
+    _forget()
+    s, cold = _cpu(lambda: score(trace, p))
+    _, warm = _cpu(lambda: score(trace, p))
+    size = len(p.graph.nodes) if p.graph is not None else len(p.data.get("people", ()))
+    return [(task, shape, size, "as built", cold, warm, _outcome(s))]
+
+
 # ---- timing ------------------------------------------------------------------------------------
 def _forget() -> None:
     """Empty every parse cache and exact-check memo, so the next call pays the whole cost."""
@@ -241,10 +317,10 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = ap.parse_args()
     rows = []
-    for task, shape, build in CASES:
+    for task, shape, build in CASES + TRACE_CASES:
         if args.only and args.only not in task and args.only not in shape:
             continue
-        rows += run_case(task, shape, build)
+        rows += (run_trace_case if (task, shape, build) in TRACE_CASES else run_case)(task, shape, build)
     head = ("family", "shape", "nodes", "answer", "cold CPU s", "warm CPU s", "outcome")
     if args.markdown:
         print("| " + " | ".join(head) + " |")
