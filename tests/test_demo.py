@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from testing_utils import require_full_stack
+from testing_utils import markdown_table_problems, require_full_stack
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,6 +93,8 @@ def test_quick_demo_end_to_end(tmp_path):
     report = (out / "report" / "report.md").read_text()
     for heading in SECTIONS:
         assert heading in report, heading
+    tables, problems = markdown_table_problems(report)
+    assert tables >= 8 and not problems, problems
     for png in ("grpo_reward.png", "k_curves.png"):
         assert (out / "report" / png).stat().st_size > 1000, png
     summary = json.loads((out / "report" / "demo_summary.json").read_text())

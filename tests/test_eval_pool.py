@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from testing_utils import require_modules
+from testing_utils import markdown_table_problems, require_modules
 
 from calver.evaluation import evaluate, load_units
 from calver.evaluation.synthetic import backdoor_problem, build_pool, claim_valid, trace_for
@@ -102,6 +102,8 @@ def test_cli_writes_report_json_and_figures(tmp_path):
     assert res["audits"]["rename"]["unchanged"] == 16
     md = (out / "report.md").read_text()
     assert "Paired gains" in md and "+83.3 [" in md and "Fragmentation" in md
+    tables, problems = markdown_table_problems(md)
+    assert tables >= 3 and not problems, problems
     assert main(["eval", "--pool", str(tmp_path / "pool"), "--out", str(out), "--selectors", "missing"]) == 2
 
 

@@ -280,3 +280,15 @@ def test_json_renders_are_plain_json():
     assert set(data["nodes"]) == set(g.nodes) and {tuple(e) for e in data["edges"]} == g.directed
     with pytest.raises(GraphError, match="json_parents"):
         render_graph(g, "json_parents")
+
+
+@pytest.mark.parametrize("names, text", [
+    (["A", "B", "C"], "A, B, C"),  # plain names stay bare: prompts and SFT traces do not change
+    (["nodes", "x"], '"nodes", x'),  # a prose word is quoted, or "nodes x" would read as a declaration
+    (["X", "causes", "Y"], 'X, "causes", Y'),
+    (['"nodes\\0'], "'\"nodes\\0'"),  # only quoted names: a node list, never prose
+])
+def test_edgeless_graphs_read_back_under_auto_detection(names, text):
+    g = CausalGraph.build(names, [], [])
+    assert render_graph(g, "arrows") == g.to_text() == text
+    assert parse_graph(text) == g and set(parse_graph(text).nodes) == set(names)

@@ -37,3 +37,51 @@ def require_modules(*modules: str):
 
 # Fixtures (tests/conftest.py) whose users need the torch stack: conftest marks those tests.
 TORCH_FIXTURES = frozenset({"tiny_model_dir", "tiny_lora_dir"})
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row's cells as GitHub splits them: on every unescaped ``|``, outer pipes dropped."""
+    parts, cur, i = [], "", 0
+    body = line.strip()
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body):
+            cur += body[i:i + 2]
+            i += 2
+            continue
+        if body[i] == "|":
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += body[i]
+        i += 1
+    parts.append(cur)
+    if body.startswith("|"):
+        parts = parts[1:]
+    if body.endswith("|") and not body.endswith("\\|"):
+        parts = parts[:-1]
+    return [p.strip() for p in parts]
+
+
+def markdown_table_problems(text: str) -> tuple[int, list[str]]:
+    """(tables found, why each malformed one does not render as the table it means): every table's
+    delimiter row has as many cells as its header, each ``:?-+:?``, and every body row that many."""
+    import re
+
+    lines, found, problems, i = text.splitlines(), 0, [], 0
+    delim = re.compile(r":?-+:?")
+    while i < len(lines):
+        if lines[i].lstrip().startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|-: ") \
+                and "-" in lines[i + 1]:
+            found += 1
+            head, sep = _cells(lines[i]), _cells(lines[i + 1])
+            if len(sep) != len(head) or not all(delim.fullmatch(c) for c in sep):
+                problems.append(f"line {i + 2}: {len(head)} header cells, delimiter {lines[i + 1]!r}")
+            j = i + 2
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                if len(_cells(lines[j])) != len(head):
+                    problems.append(f"line {j + 1}: {len(_cells(lines[j]))} cells under {len(head)} headers")
+                j += 1
+            i = j
+        else:
+            i += 1
+    return found, problems

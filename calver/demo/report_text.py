@@ -24,7 +24,7 @@ def render(cfg, rep: dict[str, Any]) -> str:
     pol = rep["policies"]
     L += [SECTIONS[0], "", "Candidate-level rates on the held-out problems (mean over units of the per-unit rate).", "",
           "| policy | candidates | all six slots % | mean S/6 | 6/6 % | " + " | ".join(f"{s} %" for s in SLOTS)
-          + " | valid answer % | coverage % |", "|---" * (9 + len(SLOTS)) + "|"]
+          + " | valid answer % | coverage % |", "|---" * (7 + len(SLOTS)) + "|"]
     for name, p in pol.items():
         L.append(f"| {name} | {p['n_candidates']} | {pct(p['parse_rate']['estimate'])} | "
                  f"{ci(p['mean_score'], 1, digits=2)} | {ci(p['six_rate'])} | "

@@ -138,6 +138,16 @@ def parse_fast(body: str):
     return found, d, b, None
 
 
+def _edgeless_name(n: str) -> str:
+    from calver.verifier.formats.prose import is_phrase_word
+
+    out = render_name(n)
+    # a lone capital is a name to prose ("A", "I"), and no phrase is made of single letters alone
+    if out is n and any(is_phrase_word(w) and not (len(w) == 1 and w.isupper()) for w in n.split()):
+        return quote_name(n, False, ('""', "“”", "''"))
+    return out
+
+
 def render_name(n: str) -> str:
     """``n`` as arrow text reads it back: bare when it lexes as one name (and cannot start a matrix row:
     no leading digit), else quoted."""
@@ -147,8 +157,9 @@ def render_name(n: str) -> str:
 
 def render(g: CausalGraph) -> str:
     if not (g.directed or g.bidirected):
-        # no arrow to detect the format by: quote every name, so no name can read as prose
-        return ", ".join(quote_name(n, False, ('""', "“”", "''")) for n in g.nodes)
+        # No arrow to detect the format by, so the text is tried as prose first: quote each name that
+        # holds a word of a prose phrase ("nodes", "causes"), and prose cannot recognise one.
+        return ", ".join(_edgeless_name(n) for n in g.nodes)
     touched = {n for e in g.directed | g.bidirected for n in e}
     parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in sorted(g.directed)]
     parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in sorted(g.bidirected)]

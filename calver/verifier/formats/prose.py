@@ -174,6 +174,11 @@ _PHRASE_WORDS = frozenset(w for x in re.findall(r"[a-z]+", _PHRASES.pattern) for
     "jointly", "together"}
 
 
+def is_phrase_word(word: str) -> bool:
+    """Whether ``word`` (any case) can be part of a prose phrase: a text without such bare words is not prose."""
+    return word.lower() in _PHRASE_WORDS
+
+
 def _name(n: str) -> str:
     if re.fullmatch(r"\w+", n) and ((len(n) == 1 and n.isupper()) or (
             n.lower() not in _STOP and n.lower() not in _PHRASE_WORDS and not _PHRASES.search(n.lower()))):
