@@ -152,3 +152,16 @@ def write_pool(root: str | Path, units, k: int) -> Pool:
         for p, s, texts in units for i, t in enumerate(texts)
     )
     return pool
+
+
+def latent_projection(g: CausalGraph, no_out=()):
+    """A networkx DiGraph of ``g`` with each bidirected edge as a latent parent ``L[a,b]`` of both ends, and
+    the out-edges of ``no_out`` removed (the oracle graph for d-/m-separation via ``nx.is_d_separator``)."""
+    import networkx as nx
+
+    d = nx.DiGraph()
+    d.add_nodes_from(g.nodes)
+    d.add_edges_from(e for e in g.directed if e[0] not in no_out)
+    for a, b in g.bidirected:
+        d.add_edges_from([(f"L[{a},{b}]", a), (f"L[{a},{b}]", b)])
+    return d

@@ -21,23 +21,14 @@ from calver.verifier import primitives as P
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import TaskFamily
 
-from fixtures import random_admg, random_dag
+from fixtures import latent_projection, random_admg, random_dag
 
 REPRO = Path(__file__).parent / "data" / "repro"
 
 
 # ---- oracles ------------------------------------------------------------------------------------
-def _latent(g: CausalGraph, no_out=()) -> nx.DiGraph:
-    d = nx.DiGraph()
-    d.add_nodes_from(g.nodes)
-    d.add_edges_from(e for e in g.directed if e[0] not in no_out)
-    for a, b in g.bidirected:
-        d.add_edges_from([(f"L[{a},{b}]", a), (f"L[{a},{b}]", b)])
-    return d
-
-
 def _dsep(g, xs, ys, zs, no_out=()) -> bool:
-    return nx.is_d_separator(_latent(g, no_out), set(xs), set(ys), set(zs))
+    return nx.is_d_separator(latent_projection(g, no_out), set(xs), set(ys), set(zs))
 
 
 def _dag(g: CausalGraph) -> nx.DiGraph:

@@ -13,7 +13,7 @@ import networkx as nx
 import pytest
 
 import fuzz_corpus as fc
-from fixtures import random_admg, random_dag
+from fixtures import latent_projection, random_admg, random_dag
 from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, get_family, grade, score
 from calver.verifier import family as F
 from calver.verifier.paths import ancestors_mask, descendants_mask, node_mask
@@ -95,15 +95,6 @@ def test_longest_path_budget_is_deterministic(monkeypatch, fresh_memos):
 
 
 # ---- F11-a: linear minimal / maximal separators against networkx -------------------------------------
-def _latent(g: CausalGraph, no_out=frozenset()) -> nx.DiGraph:
-    d = nx.DiGraph()
-    d.add_nodes_from(g.nodes)
-    d.add_edges_from(e for e in g.directed if e[0] not in no_out)
-    for a, b in g.bidirected:
-        d.add_edges_from([(f"L[{a},{b}]", a), (f"L[{a},{b}]", b)])
-    return d
-
-
 def _subsets(items):
     items = sorted(items)
     return [frozenset(c) for r in range(len(items) + 1) for c in combinations(items, r)]
@@ -130,7 +121,7 @@ def test_separators_match_networkx_with_sets_and_any_candidate_pool(backdoor):
         rm = ((1 << n) - 1) & ~(xm | ym) & ~(descendants_mask(g, xm) if backdoor else 0)
         if rng.random() < 0.4:
             rm &= sum(1 << i for i in range(n) if rng.random() < 0.7)
-        lat = _latent(g, xs if backdoor else frozenset())
+        lat = latent_projection(g, xs if backdoor else frozenset())
         pool = g.names(rm)
         valid = {z for z in _subsets(pool) if nx.is_d_separator(lat, xs, ys, set(z))}
         for z in valid:
