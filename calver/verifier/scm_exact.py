@@ -37,13 +37,7 @@ def exact_decimal(text: str) -> Fraction:
     """The exact value of a decimal numeral (see the number rule); ``ValueError`` if it is none."""
     m = _DECIMAL.fullmatch(text)
     if m is None or not (m.group(2) or m.group(3)):
-        try:
-            x = float(text)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"not a number: {text[:40]!r}") from None
-        if not math.isfinite(x):
-            raise ValueError(f"not a finite number: {text[:40]!r}")
-        return exact_decimal(repr(x))
+        return exact_decimal(repr(_finite_float(text)))
     sign, whole, frac, exp = m.group(1), m.group(2), m.group(3) or "", m.group(4)
     digits = (whole + frac).lstrip("0")
     if not digits:
@@ -69,13 +63,18 @@ def exact_number(value: Any) -> Fraction:
         return Fraction(value)
     if isinstance(value, str):
         return exact_decimal(value)
+    return exact_decimal(repr(_finite_float(value)))
+
+
+def _finite_float(value: Any) -> float:
+    """``float(value)``; ``ValueError`` unless it is a finite number."""
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"expected a number, got {type(value).__name__}") from None
+        raise ValueError(f"expected a number, got {str(value)[:40]!r}") from None
     if not math.isfinite(x):
-        raise ValueError(f"expected a finite number, got {x!r}")
-    return exact_decimal(repr(x))
+        raise ValueError(f"expected a finite number, got {str(value)[:40]!r}")
+    return x
 
 
 def format_exact(f: Fraction) -> str:
