@@ -5,15 +5,16 @@
 Builds the tiny model (calver.train.tiny_model) in a temp dir unless --model is given. Prints one JSON
 object: for each trainer the mode, steps, mean/median step time (the first step, which includes
 lazy initialisation, is reported separately) and the trainer-specific result (final loss, reward,
-PRM RMSE vs the mean baseline). Runs SFT (LoRA and QLoRA), GRPO (LoRA) and the PRM.
+PRM RMSE vs the mean baseline). Runs SFT (LoRA and QLoRA), GRPO (LoRA) and the PRM, on the
+truncated-trace pool of ``tests/fixtures.py`` (loaded by path).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import random
 import tempfile
 import time
 from pathlib import Path
@@ -24,26 +25,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def toy_pool(root: Path, n_problems: int = 24, k: int = 6, seed: int = 0) -> Path:
-    """A PRM training pool: each candidate is a canonical (score-6) trace cut after a random number of
-    lines, so labels span 0-6 (the same construction as tests/test_train_prm.py)."""
-    from calver.data_gen import GenConfig, canonical_trace, generate
-    from calver.infer.pool import Pool
-
-    rng = random.Random(seed)
-    probs = generate("backdoor_set", n_problems, GenConfig(seed=seed, n_nodes=(4, 5)))
-    pool = Pool(root)
-    pool.write_manifest({"sampling": {"k": k}, "toy": "truncated canonical traces"})
-    pool.write_problems(probs)
-    rows = []
-    for p in probs:
-        lines = canonical_trace(p).splitlines()
-        for j in range(k):
-            rows.append({"problem_id": p.id, "source_id": p.source_id, "seed": 0, "candidate_index": j,
-                         "text": "\n".join(lines[: rng.randint(0, len(lines))]), "finish_reason": "stop",
-                         "num_tokens": 0, "mean_logprob": None})
-    pool.append_candidates(rows)
-    return root
+def _fixtures():
+    """``tests/fixtures.py``, loaded from its file (no ``sys.path`` change)."""
+    spec = importlib.util.spec_from_file_location("fixtures", ROOT / "tests" / "fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _times(summary: dict) -> dict:
@@ -96,7 +83,7 @@ def main() -> None:
         from calver.train.prm import run_prm
         from calver.train.prm_config import load_prm_config
 
-        pool = toy_pool(out / "prm_pool")
+        pool = _fixtures().truncated_trace_pool(out / "prm_pool")
         t0 = time.perf_counter()
         s = run_prm(*load_prm_config(ROOT / "configs/prm/tiny-cpu.yaml", base + [
             "--output_dir", str(out / "prm"), "--pool_paths", str(pool), "--num_train_epochs", "2",

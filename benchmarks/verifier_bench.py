@@ -38,14 +38,15 @@ def random_dag(n: int, rnd: random.Random) -> CausalGraph:
     return CausalGraph.build(order, sorted(edges), kind="DAG")
 
 
-_NX: dict[int, nx.DiGraph] = {}
+_NX: dict[int, tuple[CausalGraph, nx.DiGraph]] = {}  # holds the graph, so its id cannot be reused
 
 
 def nx_backdoor_violation(g: CausalGraph, x: str, y: str, zs) -> str | None:
     # the networkx graph is built once per graph (a networkx-based verifier would hold it)
-    d = _NX.get(id(g))
-    if d is None:
-        d = _NX[id(g)] = g.to_networkx()
+    hit = _NX.get(id(g))
+    if hit is None or hit[0] is not g:
+        hit = _NX[id(g)] = (g, g.to_networkx())
+    d = hit[1]
     z = set(zs)
     if z & ({x, y} | nx.descendants(d, x)):
         return "Z meets X, Y or a descendant of X"

@@ -1,21 +1,30 @@
 """The tests' one fixtures module: problems from the project's own seeded generators
-(``calver.data_gen`` with small ``GenConfig`` s), synthetic K-candidate pools built from them, and small
-independent random-graph builders that oracle tests need (graphs no generator planted anything in).
+(``calver.data_gen`` with small ``GenConfig`` s), synthetic K-candidate pools built from them, hand-built
+pools of canonical traces, pools sampled through ``calver sample``'s code path, and small independent
+random-graph builders that oracle tests need (graphs no generator planted anything in).
 
 Trace perturbations (``replace_slot``, ``rename_nodes`` ...) are the evaluation package's audit functions:
-import them from ``calver.evaluation.audits``, there is one implementation.
+import them from ``calver.evaluation.audits``, there is one implementation. Benchmarks load this file by
+path (``importlib``), so it imports nothing else from ``tests/``.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import sys
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from calver.data_gen import GenConfig, generate_item
-from calver.data_gen.generators import iter_generate, validity_objects
+from calver.data_gen.generators import canonical_trace, generate, iter_generate, validity_objects
+from calver.data_gen.text_levels import constructed_problems
+from calver.evaluation.audits import replace_slot
 from calver.infer.pool import Pool
-from calver.verifier import CausalGraph, GraphClass, Problem, get_family, grade
+from calver.infer.sample import run_sample
+from calver.infer.sample_config import SampleConfig
+from calver.verifier import CausalGraph, GraphClass, Problem, get_family, grade, parse_graph, problem_fingerprint
 
 SET_TASKS = ("backdoor_set", "frontdoor_set", "separation_set", "blocking_set", "mediator")
 GRAPH_TASKS = SET_TASKS + ("cycle_witness", "intervention_reachability", "path", "backdoor_path")
@@ -152,6 +161,143 @@ def write_pool(root: str | Path, units, k: int) -> Pool:
         for p, s, texts in units for i, t in enumerate(texts)
     )
     return pool
+
+
+
+# ---- hand-built frozen pools of canonical traces (evaluation tests) ---------------------------
+# A pool spec is a list of units ``(problem, seed, objects)``; each object becomes the family's canonical
+# six-slot trace for it (score 6 when valid). ``claim_valid`` rewrites an invalid trace's RESULT to
+# ``valid``, the typical LLM error (it still scores below 6).
+
+# The supplement's worked example: {U} and {U, P} are valid backdoor sets for X -> Y; {} leaves
+# X <- U -> Y open; {M} is a descendant of X.
+EXAMPLE_GRAPH = "P -> U, U -> X, U -> Y, X -> M, M -> Y"
+
+
+def backdoor_problem(pid: str = "bd", source_id: str | None = None, graph: str = EXAMPLE_GRAPH,
+                     treatment: str = "X", outcome: str = "Y") -> Problem:
+    return Problem(task="backdoor_set", query={"treatment": treatment, "outcome": outcome, "variant": "any"},
+                   graph=parse_graph(graph), id=pid, source_id=source_id or pid)
+
+
+def trace_for(problem: Problem, obj: Any, claim: bool = False) -> str:
+    """The canonical trace for ``obj``; ``claim`` makes an invalid one declare itself valid."""
+    text = get_family(problem.task).canonical_trace(problem, obj)
+    return claim_valid(text) if claim else text
+
+
+def claim_valid(trace: str) -> str:
+    return replace_slot(trace, "RESULT", "valid")
+
+
+def build_pool(root: str, units: Sequence[tuple[Problem, int, Sequence[Any]]], *,
+               selections: dict[str, Iterable[dict[str, Any]]] | None = None, freeze: bool = True,
+               raw_texts: bool = False) -> Pool:
+    """Write a pool: ``units`` are (problem, seed, objects-or-texts) in order; duplicates allowed."""
+    pool = Pool(root)
+    pool.write_manifest({"kind": "synthetic", "K": max((len(o) for _, _, o in units), default=0)})
+    problems: dict[str, Problem] = {}
+    for p, _, _ in units:
+        problems.setdefault(p.id, p)
+    pool.write_problems(problems.values())
+    rows = []
+    for p, seed, objs in units:
+        for i, obj in enumerate(objs):
+            text = obj if raw_texts else trace_for(p, obj)
+            rows.append({"problem_id": p.id, "source_id": p.source_id or p.id, "seed": seed, "candidate_index": i,
+                         "text": text, "finish_reason": "stop", "num_tokens": len(text.split()), "mean_logprob": -1.0})
+    pool.append_candidates(rows)
+    if freeze:
+        pool.freeze()
+    for name, sel in (selections or {}).items():
+        pool.write_selection(name, sel)
+    return pool
+
+
+def truncated_trace_pool(root: Path, n_problems: int = 24, k: int = 6, seed: int = 0) -> Path:
+    """A PRM training pool: each candidate is a canonical (score-6) trace cut after a random number of
+    lines, so the verifier totals span 0-6."""
+    rng = random.Random(seed)
+    probs = generate("backdoor_set", n_problems, GenConfig(seed=seed, n_nodes=(4, 5)))
+    pool = Pool(root)
+    pool.write_manifest({"sampling": {"k": k}, "toy": "truncated canonical traces"})
+    pool.write_problems(probs)
+    rows = []
+    for p in probs:
+        lines = canonical_trace(p).splitlines()
+        for j in range(k):
+            rows.append({"problem_id": p.id, "source_id": p.source_id, "seed": 0, "candidate_index": j,
+                         "text": "\n".join(lines[: rng.randint(0, len(lines))]), "finish_reason": "stop",
+                         "num_tokens": 0, "mean_logprob": None})
+    pool.append_candidates(rows)
+    return root
+
+
+# ---- pools sampled through `calver sample` (refinement, router, judge audits) -----------------
+def level_problems(task: str, n_sources: int, seed: int = 0, levels: Sequence[int] = (1, 2, 3),
+                   all_levels: bool = True, **gen: Any) -> list[Problem]:
+    """Constructed-mode problems of ``task`` rendered at each level (``constructed_problems``,
+    round-trip filtered); ``all_levels`` keeps only sources admitted at every level. Ids end in
+    ``-L<level>``; source ids are shared."""
+    base = generate(task, n_sources, GenConfig(seed=seed, **gen))
+    by_level = {lv: constructed_problems(base, lv, random.Random(f"{seed}:{lv}"))[0] for lv in levels}
+    keep = set.intersection(*({p.source_id for p in ps} for ps in by_level.values())) if all_levels else None
+    return [p for lv in levels for p in by_level[lv] if keep is None or p.source_id in keep]
+
+
+def demo_problems(task: str = "backdoor_set", n_supplied: int = 1, n_sources: int = 2, seed: int = 7,
+                  levels: Sequence[int] = (1, 2, 3)) -> list[Problem]:
+    """A small deterministic mix: ``n_supplied`` supplied-graph problems and ``n_sources`` sources
+    rendered as constructed-mode L1/L2/L3 problems (the tiny-model pools of the tests)."""
+    sup = generate(task, n_supplied, GenConfig(seed=seed + 1000)) if n_supplied else []
+    return sup + level_problems(task, n_sources, seed=seed, levels=levels)
+
+
+def sample_pool(problems: Sequence[Problem], out: str | Path, model: str | Path, *, sampler=None, k: int = 4,
+                max_tokens: int = 48, seeds: Sequence[int] = (0,), temperature: float = 0.8, backend: str = "hf",
+                log=lambda m: None) -> Pool:
+    """Write ``problems`` (labels = their meta) and sample a frozen K-candidate pool at ``out`` through
+    ``run_sample``; an existing complete pool with the same manifest is reused as is."""
+    out = Path(out)
+    src = out.parent / f"{out.name}.problems.jsonl"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps({"problem": p.to_dict(), "labels": dict(p.meta)}, sort_keys=True, default=list) + "\n"
+                   for p in problems)
+    if not src.exists() or src.read_text() != text:
+        src.write_text(text)
+    cfg = SampleConfig(problems=str(src), out=str(out), model=str(model), k=k, seeds=list(seeds), max_tokens=max_tokens,
+                       temperature=temperature, backend=backend, model_hash="none", batch_units=4)
+    return run_sample(cfg, sampler=sampler, log=log)
+
+
+# ---- counting the verifier's score calls (score-once tests) ----------------------------------
+# modules that bind ``score`` by name and run on a pool's candidates (imported before patching)
+SCORE_USERS = ("calver.evaluation.units", "calver.evaluation.audit_runs", "calver.evaluation.audits",
+               "calver.evaluation.policy", "calver.evaluation.grading", "calver.infer.refine.refine",
+               "calver.infer.refine.feedback", "calver.infer.selectors.symbolic", "calver.train.prm",
+               "calver.train.rewards", "calver.evaluation.evaluate")
+
+
+def count_score_calls(monkeypatch) -> Counter:
+    """Wrap ``calver.verifier.score`` wherever a calver module bound it; the Counter counts calls per
+    (text, problem fingerprint)."""
+    import importlib
+
+    for name in SCORE_USERS:
+        importlib.import_module(name)
+    from calver.verifier import scoring
+
+    original = scoring.score
+    calls: Counter = Counter()
+
+    def counting(text, problem):
+        calls[(text, problem_fingerprint(problem))] += 1
+        return original(text, problem)
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("calver") and getattr(mod, "score", None) is original:
+            monkeypatch.setattr(mod, "score", counting)
+    return calls
 
 
 def latent_projection(g: CausalGraph, no_out=()):

@@ -76,7 +76,7 @@ def test_verifier_expected_row_by_construction():
 def test_audit_judges_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
     from calver.cli import main
-    from calver.infer.refine.small_pools import demo_problems, sample_pool
+    from fixtures import demo_problems, sample_pool
 
     pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
                        k=2, max_tokens=12)

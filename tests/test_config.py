@@ -80,7 +80,7 @@ def test_all_config_errors_are_one_class(tmp_path):
     from calver.infer.cli import SelectConfig
     from calver.infer.refine.refine import load_refine_config
 
-    assert {gen_config.ConfigError, generators.ConfigError, demo_config.DemoConfigError, sample_config.ConfigError,
+    assert {gen_config.ConfigError, generators.ConfigError, demo_config.ConfigError, sample_config.ConfigError,
             train_common.ConfigError} == {ConfigError}
     raised = []
     for make in (lambda: load_refine_config(None, rounds=-1),  # was a bare ValueError

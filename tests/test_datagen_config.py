@@ -124,6 +124,6 @@ def test_level_problems_score(capsys):
         made, stats = apply_level(problems, level)
         assert stats["total"] == 12 and stats["admitted"] == len(made)
         for p in made:
-            assert p.mode == "constructed" and p.meta["level"] == int(level[1:])
+            assert p.mode == "constructed" and p.meta["text_level"] == level
             sc = score(canonical_trace(p), p)
             assert sc.total == 6 and grade(p, sc.answer), sc.reasons

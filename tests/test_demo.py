@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -16,16 +14,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_demo_config_errors_name_the_field(tmp_path):
-    from calver.demo.config import DemoConfigError, load_demo_config
+    from calver.config import ConfigError
+    from calver.demo.config import load_demo_config
 
     bad = tmp_path / "d.yaml"
     bad.write_text("k: 0\n")
-    with pytest.raises(DemoConfigError, match="'k'"):
+    with pytest.raises(ConfigError, match="'k'"):
         load_demo_config(bad)
     bad.write_text("nonsense_field: 1\n")
-    with pytest.raises(DemoConfigError, match="nonsense_field"):
+    with pytest.raises(ConfigError, match="nonsense_field"):
         load_demo_config(bad)
-    with pytest.raises(DemoConfigError, match="tasks"):
+    with pytest.raises(ConfigError, match="tasks"):
         load_demo_config(None, tasks=["no_such_task"])
     assert load_demo_config(None, quick=True).sft_steps < load_demo_config(None).sft_steps
 
@@ -69,17 +68,26 @@ def test_tiny_model_cli_builds_a_model_whose_phrases_are_single_tokens(tmp_path)
 
 @pytest.mark.slow
 @require_full_stack
-def test_quick_demo_end_to_end(tmp_path):
-    """Every stage runs and the report holds every section (effect sizes belong to the benchmark run)."""
+def test_quick_demo_end_to_end(tmp_path, monkeypatch, capfd):
+    """Every stage runs, the report holds every section, and no pool candidate is scored twice over
+    the whole run (effect sizes belong to the benchmark run). The demo runs in this process, through
+    the CLI, so that the verifier's ``score`` calls can be counted."""
+    from fixtures import count_score_calls
+
+    from calver.cli import main
     from calver.demo.report import SECTIONS
+    from calver.infer.firewall import strip_problem
     from calver.infer.pool import Pool
-    from calver.verifier import score
+    from calver.verifier import problem_fingerprint, score
 
     out = tmp_path / "demo"
-    env = dict(os.environ, WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    res = subprocess.run([sys.executable, "-m", "calver.cli", "demo", "--quick", "--out", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
-    assert res.returncode == 0, res.stderr[-4000:]
+    for key, value in (("WANDB_MODE", "offline"), ("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
+                       ("WANDB_DIR", str(out)), ("WANDB_PROJECT", "calver-demo")):
+        monkeypatch.setenv(key, value)  # run_demo sets the wandb ones only when unset: restored after the test
+    calls = count_score_calls(monkeypatch)
+    assert main(["demo", "--quick", "--out", str(out)]) == 0
+    counted = Counter(calls)  # before the checks below score anything
+    stderr = capfd.readouterr().err
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     assert cfg["out"] == str(out) and cfg["k"] == 8
     for name, k in (("base", cfg["base_k"]), ("sft", cfg["k"]), ("grpo", cfg["k"])):
@@ -90,6 +98,16 @@ def test_quick_demo_end_to_end(tmp_path):
     for name in ("sft", "grpo"):  # the PRM's pools hold training problems only
         prm_ids = set(Pool(out / "prm_pools" / name).problems())
         assert prm_ids and not prm_ids & set(Pool(out / "pools" / name).problems())
+    # score once: every candidate of every pool was scored, and none twice, over the whole run
+    pairs = set()
+    for root in sorted([*(out / "pools").iterdir(), *(out / "prm_pools").iterdir()]):
+        pool = Pool(root)
+        assert (root / "scores" / "verifier.jsonl").exists(), root
+        fps = {pid: problem_fingerprint(strip_problem(p)) for pid, p in pool.problems().items()}
+        pairs |= {(t, fps[u.problem_id]) for u in pool.units() for t in u.texts}
+    assert pairs and pairs <= set(counted)
+    twice = {t[:60]: n for (t, fp), n in counted.items() if (t, fp) in pairs and n > 1}
+    assert not twice, f"{len(twice)} pool candidate(s) scored more than once: {twice}"
     report = (out / "report" / "report.md").read_text()
     for heading in SECTIONS:
         assert heading in report, heading
@@ -114,7 +132,7 @@ def test_quick_demo_end_to_end(tmp_path):
     for u in pool.units():
         totals = [score(t, problems[u.problem_id]).total for t in u.texts]
         assert totals[chosen[(u.problem_id, u.seed)]["index"]] == max(totals)
-    assert "6/6" in res.stderr and "coverage" in res.stderr
+    assert "6/6" in stderr and "coverage" in stderr
 
 
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "configs").glob("*/*.yaml")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fixtures import backdoor_problem, build_pool, trace_for
 
 from calver.evaluation.audit_runs import audit_summary, graph_ladder, strict_ate_audit
 from calver.evaluation.audits import (
@@ -16,7 +17,6 @@ from calver.evaluation.audits import (
     replace_slot,
     swap_answer,
 )
-from calver.evaluation.synthetic import backdoor_problem, build_pool, trace_for
 from calver.evaluation.units import load_units
 from calver.verifier import Problem, get_family, grade, parse_graph, score
 

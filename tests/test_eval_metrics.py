@@ -49,7 +49,8 @@ def test_accuracy_and_coverage():
 
 
 def test_out_of_pool_selection_is_graded_on_its_answer():
-    from calver.evaluation.synthetic import backdoor_problem, trace_for
+    from fixtures import backdoor_problem, trace_for
+
     from calver.evaluation.units import unit_facts
     from calver.infer.selectors import Selection
 

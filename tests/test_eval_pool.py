@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from fixtures import backdoor_problem, build_pool, claim_valid, trace_for
 from testing_utils import markdown_table_problems, require_modules
 
 from calver.evaluation import evaluate, load_units
-from calver.evaluation.synthetic import backdoor_problem, build_pool, claim_valid, trace_for
 from calver.verifier import Problem, get_family, parse_graph
 
 FRAG = [{"M"}, {"U"}, {"M"}, {"U", "P"}, {"M"}, {"U"}, {"U", "P"}, set()]  # the supplement's example
@@ -24,24 +24,24 @@ def _pool(tmp_path, **kw):
 def test_fragmentation_pool_plurality_fails_calver_succeeds(tmp_path):
     _pool(tmp_path)
     res = evaluate(str(tmp_path / "pool"), draws=400, decomp_draws=200, audits=False, ladder=False)
-    assert res["n_units"] == 6 and res["n_clusters"] == 3
-    assert res["accuracy"]["calver"]["estimate"] == 1.0
-    assert res["accuracy"]["plurality"]["estimate"] == pytest.approx(1 / 6)
-    assert res["accuracy"]["first"]["estimate"] == pytest.approx(1 / 6)
-    assert res["coverage"]["estimate"] == 1.0
-    f = res["fragmentation"]
-    assert f["n_covered"] == 6 and f["n_fragmented"] == 5 and f["n_invalid_unique_plurality"] == 5
-    assert f["target_acc_in_fragmented"] == 1.0 and f["baseline_acc_in_fragmented"] == 0.0
-    assert f["gain_in_fragmented"]["mean_diff"] == 1.0 and f["gain_in_fragmented"]["n_units"] == 5
-    d = res["decomposition"]["all"]
-    assert (d["repairs"], d["new_errors"], d["net_gain"]) == (5, 0, pytest.approx(5 / 6))
-    g = res["paired"]["plurality"]
-    assert g["mean_diff"] == pytest.approx(5 / 6) and g["cluster_key"] == "source_id" and g["draws"] == 400
-    assert res["tie_audit"]["calver_worst"]["estimate"] == 1.0  # every tied max-score candidate is valid
-    c = res["calibration"]
-    assert c["precision"] == 1.0 and c["recall"] == 1.0 and c["fpr"] == 0.0 and c["auroc"] == 1.0
-    k = res["k_scaling"]
-    assert k["ks"] == [1, 2, 4, 8] and k["accuracy"]["calver"][-1] == 1.0
+    assert res.n_units == 6 and res.n_clusters == 3
+    assert res.accuracy["calver"].estimate == 1.0
+    assert res.accuracy["plurality"].estimate == pytest.approx(1 / 6)
+    assert res.accuracy["first"].estimate == pytest.approx(1 / 6)
+    assert res.coverage.estimate == 1.0
+    f = res.fragmentation
+    assert f.n_covered == 6 and f.n_fragmented == 5 and f.n_invalid_unique_plurality == 5
+    assert f.target_acc_in_fragmented == 1.0 and f.baseline_acc_in_fragmented == 0.0
+    assert f.gain_in_fragmented.mean_diff == 1.0 and f.gain_in_fragmented.n_units == 5
+    d = res.decomposition["all"]
+    assert (d.repairs, d.new_errors, d.net_gain) == (5, 0, pytest.approx(5 / 6))
+    g = res.paired["plurality"]
+    assert g.mean_diff == pytest.approx(5 / 6) and g.cluster_key == "source_id" and g.draws == 400
+    assert res.tie_audit.calver_worst.estimate == 1.0  # every tied max-score candidate is valid
+    c = res.calibration
+    assert c.precision == 1.0 and c.recall == 1.0 and c.fpr == 0.0 and c.auroc == 1.0
+    k = res.k_scaling
+    assert k.ks == [1, 2, 4, 8] and k.accuracy["calver"][-1] == 1.0
 
 
 def test_claimed_valid_invalid_traces_are_graded_by_predicate(tmp_path):
@@ -59,12 +59,12 @@ def test_stored_selections_common_units_and_agreement(tmp_path):
     sel_cal = [{"problem_id": f"bd{s}", "seed": seed, "index": 1, "scores": []} for s in range(3) for seed in (0, 1)]
     _pool(tmp_path, selections={"reward": sel_rm, "calver": sel_cal})
     res = evaluate(str(tmp_path / "pool"), draws=200, decomp_draws=100, audits=False, ladder=False)
-    assert res["n_units"] == 2 and res["n_units_total"] == 6  # only units every selector covers
-    assert res["accuracy"]["reward"]["estimate"] == 0.5
-    assert res["builtin_agreement_with_stored"]["calver"] == pytest.approx(5 / 6)  # bd0 seed 1 picks index 0
+    assert res.n_units == 2 and res.n_units_total == 6  # only units every selector covers
+    assert res.accuracy["reward"].estimate == 0.5
+    assert res.builtin_agreement_with_stored["calver"] == pytest.approx(5 / 6)  # bd0 seed 1 picks index 0
     res2 = evaluate(str(tmp_path / "pool"), ["first", "calver", "plurality"], draws=200, decomp_draws=100,
                     audits=False, ladder=False)
-    assert res2["n_units"] == 6 and "reward" not in res2["accuracy"]
+    assert res2.n_units == 6 and "reward" not in res2.accuracy
     with pytest.raises(KeyError):
         evaluate(str(tmp_path / "pool"), ["nope"], draws=10, audits=False, ladder=False)
 
@@ -131,11 +131,11 @@ def test_registry_selector_from_calver_infer_selectors(tmp_path, monkeypatch):
     _pool(tmp_path)
     res = evaluate(str(tmp_path / "pool"), ["first", "plurality", "calver", "last"], draws=100, decomp_draws=50,
                    audits=False, ladder=False)
-    assert res["accuracy"]["last"]["estimate"] == 0.0  # index 7 holds the invalid empty set everywhere
-    k = res["k_scaling"]
-    assert "last" in k["accuracy"]
+    assert res.accuracy["last"].estimate == 0.0  # index 7 holds the invalid empty set everywhere
+    k = res.k_scaling
+    assert "last" in k.accuracy
     # K=1 takes index 0 ({M} in the five FRAG units, {U} in the EASY one); K=2 takes index 1 ({U} everywhere)
-    assert k["accuracy"]["last"][:2] == [pytest.approx(1 / 6), 1.0]
+    assert k.accuracy["last"][:2] == [pytest.approx(1 / 6), 1.0]
 
 
 def test_extract_solve_out_of_pool_answer_counts_correct(tmp_path):
@@ -147,12 +147,12 @@ def test_extract_solve_out_of_pool_answer_counts_correct(tmp_path):
     pool = build_pool(str(tmp_path / "pool"), units)
     names = ["first", "plurality", "calver", "extract_solve"]
     res = evaluate(str(tmp_path / "pool"), names, draws=100, decomp_draws=50, audits=False, ladder=False)
-    assert res["coverage"]["estimate"] == 0.0
-    assert res["accuracy"]["extract_solve"]["estimate"] == 1.0  # run through the registry
-    assert res["accuracy"]["calver"]["estimate"] == 0.0
-    assert all(u["extract_solve_index"] == -1 and u["extract_solve_correct"] for u in res["units"])
-    assert all(u["extract_solve_answer"] == "{U}" for u in res["units"])
-    assert res["k_scaling"]["accuracy"]["extract_solve"] == [1.0, 1.0, 1.0]  # K-prefixes 1, 2, 4
+    assert res.coverage.estimate == 0.0
+    assert res.accuracy["extract_solve"].estimate == 1.0  # run through the registry
+    assert res.accuracy["calver"].estimate == 0.0
+    assert all(u.index["extract_solve"] == -1 and u.correct["extract_solve"] for u in res.units)
+    assert all(u.answers["extract_solve"] == "{U}" for u in res.units)
+    assert res.k_scaling.accuracy["extract_solve"] == [1.0, 1.0, 1.0]  # K-prefixes 1, 2, 4
     run_selection(pool, ["extract_solve"])  # stored rows: index -1 plus the answer
     res = evaluate(str(tmp_path / "pool"), names, draws=100, decomp_draws=50, audits=False, ladder=False)
-    assert res["accuracy"]["extract_solve"]["estimate"] == 1.0
+    assert res.accuracy["extract_solve"].estimate == 1.0

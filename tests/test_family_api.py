@@ -26,7 +26,7 @@ from calver.evaluation.audits import damage_witness, rename_nodes, swap_answer
 from calver.infer.firewall import FirewallError, SelectorView, check_view, strip_problem
 from calver.infer.refine import feedback
 from calver.infer.selectors import SELECTORS
-from calver.verifier import CausalGraph, GraphClass, Problem, families, get_family, grade, score
+from calver.verifier import CausalGraph, GraphClass, Problem, families, get_family, grade, prepare, score
 from calver.verifier import family as family_mod
 from calver.verifier import registry, values
 from calver.verifier.contract import assemble_trace, format_path, parse_call, split_slots
@@ -379,7 +379,7 @@ def test_score_returns_its_slots_and_graphs_outside_equality(batch):
     trace = fam.canonical_trace(p)
     sc = score(trace, p)
     assert sc.slots.values == split_slots(trace).values
-    assert sc.g_ver is fam.verification_object(p) and verification_object(trace, p) is sc.g_ver
+    assert sc.g_ver is prepare(p).source and verification_object(trace, p) is sc.g_ver
     assert sc.trace_graph == fam.parse_graph_slot(sc.slots.get("GRAPH"), p)
     assert set(sc.to_dict()) == {"bits", "total", "reasons", "answer", "grounded"}
     other = score(trace, p)
@@ -416,21 +416,19 @@ def test_ate_validity_without_a_graph_predicate():
 
 
 # ---- the split modules ------------------------------------------------------------------------------
-def test_registry_reexports_the_split_modules():
-    assert registry.TaskFamily is family_mod.TaskFamily and registry.Check is family_mod.Check
-    assert registry.PASS is family_mod.PASS and registry.TraceContext is family_mod.TraceContext
-    assert registry.normalize_value is values.normalize_value and registry.parse_bool is values.parse_bool
-    assert registry.values_equal is values.values_equal and registry._graph_diff is values.graph_diff
+_MOVED = ("PASS", "Check", "TraceContext", "graph_diff", "_graph_diff", "normalize_value", "parse_bool",
+          "values_equal")
 
 
-def _imports(path: Path, skip_functions: tuple[str, ...] = ()) -> set[str]:
+def test_registry_is_only_the_registry():
+    """Family and value names are imported from their own modules, not through the registry."""
+    assert not [n for n in _MOVED if n in vars(registry)]
+    assert not hasattr(values, "_graph_diff")
+
+
+def _imports(path: Path) -> set[str]:
     out = set()
-    tree = ast.parse(path.read_text())
-    skipped = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name in skip_functions
-               for n in ast.walk(f)}
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             out.add(node.module)
         elif isinstance(node, ast.Import):
@@ -442,10 +440,10 @@ def test_scm_is_math_only_and_the_certificate_lives_with_ate():
     from calver.verifier import scm
     from calver.verifier.tasks import ate
 
-    mods = _imports(ROOT / "calver/verifier/scm.py", skip_functions=("__getattr__",))
+    mods = _imports(ROOT / "calver/verifier/scm.py")
     assert not {m for m in mods if m.startswith(("calver.verifier.scoring", "calver.verifier.registry",
                                                   "calver.verifier.tasks"))}, mods
-    assert scm.strict_certificate is ate.strict_certificate  # the old import path still works
+    assert not hasattr(scm, "strict_certificate") and callable(ate.strict_certificate)
     assert not {m for m in _imports(ROOT / "calver/verifier/values.py") if "registry" in m or "tasks" in m}
     assert "calver.verifier.registry" not in _imports(ROOT / "calver/verifier/family.py")
 

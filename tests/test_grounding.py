@@ -238,7 +238,7 @@ def test_ate_repro_margin_trace_is_not_six(repro):
 def test_slot_memo_is_bounded(memo_budget):
     """A long run samples ever new GRAPH texts for one problem: the memo must not keep them all."""
     from calver.verifier import memo as memos
-    from calver.verifier import scoring
+    from calver.verifier import prepare
 
     budget = 256 * 1024
     memo_budget(budget)
@@ -251,11 +251,24 @@ def test_slot_memo_is_bounded(memo_budget):
     for _ in range(3000):
         rng.shuffle(edges)  # the same graph written in a new order: a new memo key each time
         assert score(replace_slot(base, "GRAPH", ", ".join(edges)), p).total == 6
-        entry = scoring._PROBLEMS.get(id(p))  # None right after the budget dropped every memo
-        memo = entry[2] if entry is not None else {}
+        memo = prepare(p).memo  # emptied whenever the budget drops every memo
         peak = max(peak, len(memo))
         graph_chars = sum(len(k[1]) for k in memo if isinstance(k, tuple) and k[0] == "GRAPH")
         assert 32 * graph_chars <= budget and len(memo) <= budget // 512 + 1
         assert memos.usage()[0] <= budget
     assert len(memo) < 3000  # it was emptied at least once
     assert peak > 10  # and refilled in between
+
+
+def test_grading_a_graphless_problem_is_a_problem_error_never_a_crash():
+    """Every family: grading a problem without the graph it needs raises the documented ProblemError (or
+    returns a bool), whatever the answer; an AttributeError escaped for intervention problems."""
+    from calver.verifier import ProblemError, families
+
+    for name in families():
+        p = Problem(task=name, query=dict(get_family(name).example_query), id="g")
+        for answer in (True, "{X}", ["X", "Y"], {"A": "knight"}, None, 0.5, "yes"):
+            try:
+                assert isinstance(grade(p, answer), bool)
+            except ProblemError:
+                pass

@@ -4,7 +4,6 @@ test_infer_pool_e2e.py)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from fixtures import synthetic_units
 from testing_utils import is_available
 
 from calver.data_gen.prompts import render_prompt, user_text
-from calver.infer.manifest import hash_dir, unit_seed
+from calver.infer.manifest import hash_dir, prompts_hash, unit_seed
 from calver.infer.pool import Pool, PoolError
 from calver.infer.sample import load_problem_rows, run_sample
 from calver.infer.sample_config import ConfigError, SampleConfig, from_dict, load_config
@@ -107,10 +106,9 @@ def test_sample_writes_pool_manifest_and_freezes(tmp_path, problems_file):
     assert m["model"]["content_hash"] == hash_dir(problems_file[1]) and m["seeds"] == [0, 1]
     assert m["sampling"]["k"] == 3 and m["versions"]["scorer"]["contract_version"]
     assert m["selector_context"] == {"domain": "synthetic"}
-    # the manifest names a real function, and it renders exactly the user turn that was sampled
-    mod, _, fn = m["prompt"]["user_prompt"].rpartition(".")
-    prob = next(iter(pool.problems().values()))
-    assert getattr(importlib.import_module(mod), fn)(prob) == render_prompt(prob)[1]["content"]
+    # the manifest hashes the user turns that were sampled, in problem order
+    users = [render_prompt(p)[1]["content"] for p in pool.problems().values()]
+    assert m["prompt"]["user_prompts_hash"] == prompts_hash(users)
     row = next(pool.candidate_rows())
     assert set(row) >= {"problem_id", "source_id", "seed", "candidate_index", "text", "finish_reason", "num_tokens",
                         "mean_logprob"}
@@ -120,6 +118,14 @@ def test_sample_writes_pool_manifest_and_freezes(tmp_path, problems_file):
     run_sample(cfg, sampler=DetSampler(fail_after=0), log=lambda m: None)
     with pytest.raises(PoolError, match="sampling"):
         run_sample(cfg_for(tmp_path, problems_file, temperature=0.5), sampler=DetSampler(), log=lambda m: None)
+
+
+def test_resume_refuses_changed_user_prompts(tmp_path, problems_file, monkeypatch):
+    cfg = cfg_for(tmp_path, problems_file)
+    run_sample(cfg, sampler=DetSampler(), log=lambda m: None)
+    monkeypatch.setattr("calver.infer.sample.user_text", lambda p: "another renderer")
+    with pytest.raises(PoolError, match="prompt"):
+        run_sample(cfg, sampler=DetSampler(), log=lambda m: None)
 
 
 def test_resume_equals_uninterrupted(tmp_path, problems_file):

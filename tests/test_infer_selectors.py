@@ -183,7 +183,7 @@ def test_cli_select_all_means_every_selector_whose_model_is_available(pool, caps
 
 
 def test_benchmark_runs_small():
-    """benchmarks/selectors_bench.py still runs (as a script: tests and benchmarks import nothing of each other)."""
+    """benchmarks/selectors_bench.py still runs as a script (it loads tests/fixtures.py by path)."""
     import subprocess
 
     bench = Path(__file__).resolve().parents[1] / "benchmarks" / "selectors_bench.py"

@@ -45,7 +45,6 @@ EXEMPT = {
     "firewall.py": {"meta"},  # check_view refuses a view whose problem still carries meta
     "pool.py": {"labels"},  # the storage layer writes the label column; only calver.evaluation.grading reads it back
     "sample.py": {"labels"},  # copies the problems file's label column into the pool, unread
-    "refine/small_pools.py": {"meta"},  # writes generated problems' meta out as a problems file's label column
 }
 
 

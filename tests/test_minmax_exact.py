@@ -19,7 +19,7 @@ import pytest
 from calver.verifier import CausalGraph, GraphClass, Problem, families, get_family, grade, parse_graph, score
 from calver.verifier import primitives as P
 from calver.verifier.problem import ProblemError
-from calver.verifier.registry import TaskFamily
+from calver.verifier.family import TaskFamily
 
 from fixtures import latent_projection, random_admg, random_dag
 

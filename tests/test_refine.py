@@ -12,13 +12,14 @@ import pytest
 pytestmark = pytest.mark.slow
 pytest.importorskip("torch")
 
+from fixtures import demo_problems, sample_pool  # noqa: E402
+
 from calver.evaluation.audit_judges import canonical_for  # noqa: E402
 from calver.evaluation.refine_eval import run_refine  # noqa: E402
 from calver.infer.firewall import strip_problem  # noqa: E402
 from calver.infer.pool import Pool  # noqa: E402
 from calver.infer.refine.feedback import feedback_for  # noqa: E402
 from calver.infer.refine.refine import RefineConfig  # noqa: E402
-from calver.infer.refine.small_pools import demo_problems, sample_pool  # noqa: E402
 
 
 class Recording:

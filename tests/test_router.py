@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from fixtures import level_problems
 
 from calver.data_gen.generators import canonical_trace
 from calver.evaluation.audits import replace_slot
@@ -19,7 +20,6 @@ from calver.evaluation.router_calibration import (
 )
 from calver.infer.firewall import strip_problem
 from calver.infer.refine.router import graph_agreement, route
-from calver.infer.refine.small_pools import level_problems
 
 
 def _constructed():
@@ -86,16 +86,16 @@ def test_level_problems_share_sources_across_levels():
     ps = level_problems("backdoor_set", 3, seed=4)
     by = {}
     for p in ps:
-        by.setdefault(p.source_id, set()).add(p.meta["level"])
+        by.setdefault(p.source_id, set()).add(p.meta["text_level"])
         assert p.mode == "constructed" and strip_problem(p).graph is None
-    assert all(v == {1, 2, 3} for v in by.values())
+    assert all(v == {"L1", "L2", "L3"} for v in by.values())
 
 
 @pytest.mark.slow
 def test_route_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
     from calver.cli import main
-    from calver.infer.refine.small_pools import demo_problems, sample_pool
+    from fixtures import demo_problems, sample_pool
 
     pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
                        k=2, max_tokens=12)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
+from fixtures import truncated_trace_pool
 
 pytest.importorskip("trl")
 pytest.importorskip("peft")
@@ -15,35 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs/prm/tiny-cpu.yaml"
 
 
-def toy_pool(root: Path, n_problems: int = 24, k: int = 6, seed: int = 0) -> Path:
-    """Each candidate is a canonical (score-6) trace cut after a random number of lines: labels span 0-6."""
-    from calver.data_gen.generators import canonical_trace
-    from calver.infer.pool import Pool
-    from calver.train.common import generate_problems
-
-    rng = random.Random(seed)
-    probs = generate_problems(["backdoor_set"], n_problems, seed, (4, 5))
-    pool = Pool(root)
-    pool.write_manifest({"sampling": {"k": k}, "toy": "truncated canonical traces"})
-    pool.write_problems(probs)
-    rows = []
-    for p in probs:
-        lines = canonical_trace(p).splitlines()
-        for j in range(k):
-            rows.append({"problem_id": p.id, "source_id": p.source_id, "seed": 0, "candidate_index": j,
-                         "text": "\n".join(lines[: rng.randint(0, len(lines))]), "finish_reason": "stop",
-                         "num_tokens": 0, "mean_logprob": None})
-    pool.append_candidates(rows)
-    return root
-
-
 @pytest.fixture(scope="module")
 def prm_run(tiny_model_dir, tmp_path_factory):
     from calver.train.prm import run_prm
     from calver.train.prm_config import load_prm_config
 
     tmp = tmp_path_factory.mktemp("prm")
-    pool = toy_pool(tmp / "pool")
+    pool = truncated_trace_pool(tmp / "pool")
     args = load_prm_config(RECIPE, ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp / "out"),
                                     "--pool_paths", str(pool), "--num_train_epochs", "2", "--max_length", "512"])
     return run_prm(*args), pool

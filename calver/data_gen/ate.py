@@ -4,7 +4,8 @@
 treatment X, an outcome Y after it, several confounders of X and Y (so that many backdoor sets
 are valid and the empty set usually is not), optional mediators and post-treatment nodes,
 CPTs with two-decimal probabilities in [0.05, 0.95] (positive P), a threshold τ near the true
-ATE and a tolerance ε. The prompt text shows the edges and the CPT lines.
+ATE and a tolerance ε. The prompt text shows the edges (arrow text) and the CPT lines; ``meta["ate"]``
+is the true effect (the breakdown fields: :mod:`calver.data_gen.meta`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from random import Random
 
 from calver.data_gen.generators import item_rng
+from calver.data_gen.meta import class_size
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import Problem
 from calver.verifier.scm import BinarySCM, render_cpts, true_ate
@@ -85,7 +87,7 @@ def generate_ate(idx: int, seed: int = 0, n_nodes: int = 6, epsilon: float = 0.0
         f"P({y}=1 | do({x}=1)) - P({y}=1 | do({x}=0)), greater than {threshold:g}? "
         f"Report the effect to within {epsilon:g} and answer yes or no."
     )
-    return Problem(
+    p = Problem(
         task="ate_threshold",
         query={"treatment": x, "outcome": y, "threshold": threshold},
         graph=g,
@@ -94,8 +96,13 @@ def generate_ate(idx: int, seed: int = 0, n_nodes: int = 6, epsilon: float = 0.0
         graph_class=GraphClass.DAG,
         data={"cpts": cpt_lines, "epsilon": epsilon},
         id=f"ate-{n_nodes}-{seed}-{idx}",
-        meta={"true_ate": ate, "generator": "calver.data_gen.ate", "seed": seed, "idx": idx},
+        meta={"source": "ate", "encoding": "arrows", "ate": ate, "generator": "calver.data_gen.ate", "seed": seed,
+              "idx": idx},
     )
+    n_valid = class_size(p)  # the family's (strategy) class: the valid backdoor sets
+    if n_valid is not None:
+        p.meta["n_valid"] = n_valid
+    return p
 
 
 def canonical_trace(problem: Problem, adjustment=None) -> str:

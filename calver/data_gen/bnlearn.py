@@ -11,6 +11,10 @@
   ``intervention_reachability``; the prompt graph is the query-relevant ancestral subgraph.
 * :func:`binarized_cpts` / :func:`ate_problems`: ATE problems from the networks' real CPTs.
 
+Each problem's ``source_id`` is its own, from network + query (:func:`calver.data_gen.meta.query_source_id`,
+e.g. ``bnlearn-asia-backdoor_set-smoke-dysp-any``); ``meta`` holds ``source``, ``network``,
+``encoding`` ("arrows"), ``n_valid`` (where cheap) and, for ATE problems, ``ate``.
+
 Binarization (multi-valued variables handled explicitly): every variable v becomes
 B(v) = 1 iff v takes its *first* BIF state (``yes``/``TRUE``/``LOW`` ...). On the ancestral
 subgraph of {X, Y} (whose marginal is exactly the product of its own CPTs) we compute, by exact
@@ -39,6 +43,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from calver.data_gen.meta import class_size, query_source_id
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import Problem
 
@@ -212,9 +217,11 @@ def bnlearn_problems(name: str, task: str, n: int = 10, seed: int = 0, *, varian
     out: list[Problem] = []
 
     def add(query, sub, extra=None):
-        i = len(out)
-        out.append(Problem(task=task, query=query, graph=sub, mode="supplied", id=f"bnlearn-{name}-{task}-{seed}-{i}",
-                           source_id=f"bnlearn-{name}", meta={"source": "bnlearn", "network": name, **(extra or {})}))
+        p = Problem(task=task, query=query, graph=sub, mode="supplied", id=f"bnlearn-{name}-{task}-{seed}-{len(out)}",
+                    source_id=query_source_id("bnlearn", name, task, query),
+                    meta={"source": "bnlearn", "network": name, "encoding": "arrows", **(extra or {})})
+        _add_n_valid(p)
+        out.append(p)
 
     if task == "backdoor_set":
         for x, y, sub in treatment_outcome_pairs(g, rng, n, max_nodes=max_nodes):
@@ -390,10 +397,19 @@ def ate_problems(name: str, n: int = 10, seed: int = 0, *, max_nodes: int = 12, 
                 f"tables are:\n{render_cpts(scm)}\nQuestion: is the average treatment effect of {x} on {y}, "
                 f"P({y}=1 | do({x}=1)) - P({y}=1 | do({x}=0)), greater than {tau:g}? Report the effect to within "
                 f"{epsilon:g} and answer yes or no.")
-        out.append(Problem(task="ate_threshold", query={"treatment": x, "outcome": y, "threshold": tau}, graph=sub,
-                           text=text, data={"cpts": scm_map, "epsilon": epsilon}, mode="supplied",
-                           id=f"bnlearn-{name}-ate-{seed}-{len(out)}", source_id=f"bnlearn-{name}",
-                           meta={"source": "bnlearn", "network": name, "ate": ate, "label": ate > tau,
-                                 "binarization": "1 = first BIF state; CPTs coarsened under the exact joint",
-                                 "states": {v: cpds[v]["states"] for v in sub.nodes}}))
+        query = {"treatment": x, "outcome": y, "threshold": tau}
+        p = Problem(task="ate_threshold", query=query, graph=sub, text=text, data={"cpts": scm_map, "epsilon": epsilon},
+                    mode="supplied", id=f"bnlearn-{name}-ate-{seed}-{len(out)}",
+                    source_id=query_source_id("bnlearn", name, "ate_threshold", query),
+                    meta={"source": "bnlearn", "network": name, "encoding": "arrows", "ate": ate, "label": ate > tau,
+                          "binarization": "1 = first BIF state; CPTs coarsened under the exact joint",
+                          "states": {v: cpds[v]["states"] for v in sub.nodes}})
+        _add_n_valid(p)
+        out.append(p)
     return out
+
+
+def _add_n_valid(p: Problem) -> None:
+    n_valid = class_size(p)  # None past ENUM_MAX_NODES nodes (a larger max_nodes)
+    if n_valid is not None:
+        p.meta["n_valid"] = n_valid

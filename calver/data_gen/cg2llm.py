@@ -13,7 +13,9 @@ Tasks:
 
 The rendered graph is the whole network when it has at most ``max_nodes`` nodes, else the
 ancestral subgraph of the query nodes (itself at most ``max_nodes``). The same structural query is
-rendered in every encoding (``meta["unit"]`` groups them), so accuracy can be compared per encoding.
+rendered in every encoding (``meta["unit"]`` groups them), so accuracy can be compared per encoding;
+they share one ``source_id`` (network + query, :func:`calver.data_gen.meta.query_source_id`), the
+evaluation's cluster key. ``meta`` also holds ``source``, ``network``, ``encoding`` and ``n_valid``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import itertools
 import random
 from typing import Any, Iterable
 
+from calver.data_gen.meta import class_size, query_source_id
 from calver.verifier.graph import CausalGraph
 from calver.verifier.parsers import render_graph
 from calver.verifier.problem import Problem
@@ -119,13 +122,16 @@ def cg2llm_problems(network: str | CausalGraph, task: str, n: int = 10, seed: in
 
     fam = get_family(task)
     for u, (ctx, query, info) in enumerate(cg2llm_units(g, task, n, rng, variant=variant, max_nodes=max_nodes)):
+        probe = Problem(task=task, query=query, graph=ctx)
+        question = fam.question_text(fam.normalize_query(probe))
+        sid = query_source_id("cg2llm", name, task, query)  # one cluster per unit, whatever the encoding
+        n_valid = class_size(probe, max_nodes=None)  # mediators / one decision: cheap at any size
         for enc in encodings:
-            text = render_graph(ctx, enc)
-            p = Problem(task=task, query=query, graph=ctx, mode="supplied",
-                        text=f"{text}\n\n"
-                             f"{fam.question_text(fam.normalize_query(Problem(task=task, query=query, graph=ctx)))}",
-                        id=f"cg2llm-{name}-{task}-{variant if task == 'mediator' else 'do'}-{seed}-{u}-{enc}",
-                        source_id=f"bnlearn-{name}",
-                        meta={"source": "cg2llm", "network": name, "encoding": enc, "unit": u, **info})
-            out.append(p)
+            meta = {"source": "cg2llm", "network": name, "encoding": enc, "unit": u, **info}
+            if n_valid is not None:
+                meta["n_valid"] = n_valid
+            out.append(Problem(task=task, query=query, graph=ctx, mode="supplied",
+                               text=f"{render_graph(ctx, enc)}\n\n{question}",
+                               id=f"cg2llm-{name}-{task}-{variant if task == 'mediator' else 'do'}-{seed}-{u}-{enc}",
+                               source_id=sid, meta=meta))
     return out

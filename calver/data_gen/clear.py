@@ -11,7 +11,9 @@ Covered (find-one-valid) question types, mapped by regex on the question text:
 Everything else (yes/no, find-all, how-many, backdoor path, path, ...) is skipped and counted.
 Grading always uses the family predicate; CLEAR's listed answers are kept only as metadata
 (``meta["listed_answers"]``): for "Find one valid ..." items they are CLEAR's full list of valid
-sets, for minimal/maximal variants and cycles one example among several valid ones.
+sets, for minimal/maximal variants and cycles one example among several valid ones. ``meta`` also
+holds the breakdown fields ``source`` ("CLEAR"), ``encoding`` ("clear") and, where cheap, ``n_valid``
+(the family's own validity class, :func:`calver.data_gen.meta.class_size`).
 
 CLI: ``add_clear_command(data_subparsers)`` registers ``clear PATH --out DIR``
 (``calver data clear PATH --out DIR``), writing ``problems.jsonl`` and ``coverage.json``.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from calver.data_gen.meta import class_size
 from calver.verifier.graph import GraphClass, GraphError
 from calver.verifier.parsers import parse_graph, parse_node_sets, parse_path
 from calver.verifier.problem import Problem, ProblemError
@@ -245,14 +248,17 @@ def clear_item_to_problem(item: dict[str, Any]) -> tuple[Problem | None, str]:
         return None, "no valid answer listed (unsatisfiable query)"
     meta = dict(item)
     meta["listed_answers"] = [_jsonable(a) for a in listed]
-    meta["source"] = "CLEAR"
+    meta.update(source="CLEAR", encoding="clear")
     pid = f"clear-{uid}" + (f"-{sid}" if sid != "" else "")
     try:
         problem = Problem(task=task, query=query, graph=graph, text=desc, mode="supplied",
                           id=pid, source_id=uid or pid, meta=meta)
         problem.family.normalize_query(problem)
+        n_valid = class_size(problem)
     except (ProblemError, KeyError, GraphError) as e:
         return None, f"query invalid ({str(e)[:60]})"
+    if n_valid is not None:
+        meta["n_valid"] = n_valid
     return problem, ""
 
 

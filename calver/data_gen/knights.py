@@ -168,6 +168,6 @@ def generate_kk(n_people: int, idx: int, seed: int = 0, max_tries: int = 2000) -
         variables=tuple(people),
         data={"people": list(people), "statements": {p: to_text(stmts[p]) for p in order}, "roles": [good, bad]},
         id=f"kk-{n_people}-{seed}-{idx}",
-        meta={"solution": format_assignment(hidden, people), "generator": "calver.data_gen.knights",
-              "seed": seed, "idx": idx},
+        meta={"solution": format_assignment(hidden, people), "source": "knights", "encoding": "none",
+              "people": n_people, "n_valid": 1, "generator": "calver.data_gen.knights", "seed": seed, "idx": idx},
     )

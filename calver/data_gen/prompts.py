@@ -2,7 +2,8 @@
 
 ``render_prompt(problem)`` gives ``[system, user]`` messages: system = the registry's contract
 instructions for the problem's task, user = the problem text (graph in its encoding + question).
-``problem_text(graph, question, encoding)`` builds that user text for supplied-graph problems.
+``problem_text(graph, question, encoding)`` builds that user text for supplied-graph problems;
+``prompt_encoding(problem)`` names the graph encoding a problem's own prompt shows.
 """
 
 from __future__ import annotations
@@ -45,6 +46,21 @@ def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows") ->
         raise ValueError(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODING_HEADERS)}")
     head = f"The causal graph is {_CLASS_WORDS[graph.kind]}, given {ENCODING_HEADERS[encoding]}:"
     return f"{head}\n{render_graph(graph, encoding)}\n\n{question}"
+
+
+def prompt_encoding(problem: Problem) -> str | None:
+    """The graph encoding ``problem``'s own prompt shows (``meta["encoding"]``): ``"none"`` without a
+    graph, ``"text"`` in constructed mode, ``"arrows"`` for a text-less supplied graph (what
+    :func:`user_text` renders), the :func:`problem_text` header's encoding, else None (unknown)."""
+    if problem.graph is None:
+        return "none"
+    if problem.mode == "constructed":
+        return "text"
+    if not problem.text:
+        return "arrows"
+    first = problem.text.split("\n", 1)[0]
+    lead = f"The causal graph is {_CLASS_WORDS[problem.graph.kind]}, given "
+    return next((enc for enc, head in ENCODING_HEADERS.items() if first == f"{lead}{head}:"), None)
 
 
 def question_for(problem: Problem) -> str:

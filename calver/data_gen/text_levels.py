@@ -316,12 +316,14 @@ def render_level(problem_or_graph: Problem | CausalGraph, level: int, rng: rando
 
 
 def constructed_problem(problem: Problem, level: int, rng: random.Random, vocab=None, **kw) -> Problem:
-    """The constructed-mode version of a supplied-graph problem (graph kept only as the label)."""
+    """The constructed-mode version of a supplied-graph problem (graph kept only as the label); its
+    meta keeps the problem's (``source`` included) with ``text_level`` ``"L<level>"`` and
+    ``encoding`` ``"text"``."""
     fam = problem.family
     prose = render_level(problem.graph, level, rng, vocab, **kw)
     question = fam.question_text(fam.normalize_query(problem))
     meta = dict(problem.meta)
-    meta.update(level=level, supplied_id=problem.id)
+    meta.update(text_level=f"L{level}", encoding="text", supplied_id=problem.id)
     return replace(problem, text=f"{prose}\n\n{question}", mode="constructed", variables=tuple(problem.graph.nodes),
                    id=f"{problem.id}-L{level}", meta=meta)
 

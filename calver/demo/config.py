@@ -18,9 +18,6 @@ from calver.config import ConfigError, cfg_field, check_types, parse
 # policy can learn them in minutes on a CPU; cycle_witness needs a search and stays out by default.
 DEFAULT_TASKS = ["backdoor_set", "separation_set", "frontdoor_set", "blocking_set"]
 
-# The old name of the one config error (calver.config.ConfigError), kept for callers that catch it.
-DemoConfigError = ConfigError
-
 
 def _non_neural() -> list[str]:
     from calver.infer.selectors import NON_NEURAL

@@ -10,23 +10,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from calver.evaluation.results import Interval
 from calver.verifier import SLOTS
 
 SECTIONS = ("## Policies", "## Shuffled-problem control", "## SFT -> GRPO", "## GRPO reward curve",
             "## Selectors", "## K-curves", "## Distilled PRM", "## Refinement", "## Wall times",
             "## What this shows and does not show")
-CURVE_SELECTORS = ("calver", "prm", "plurality")
 
 
 def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def ci(r: dict[str, Any] | None, scale: float = 100, signed: bool = False, digits: int = 1) -> str:
+def ci(r: Interval | dict[str, Any] | None, scale: float = 100, signed: bool = False, digits: int = 1) -> str:
+    """``estimate [low, high]`` of an :class:`Interval` or of a policy statistic's interval dict."""
     if not r:
         return "-"
+    est, lo, hi = (r.estimate, r.ci_low, r.ci_high) if isinstance(r, Interval) else (
+        r["estimate"], r["ci_low"], r["ci_high"])
     f = f"{{:{'+' if signed else ''}.{digits}f}}"
-    return f"{f.format(scale * r['estimate'])} [{f.format(scale * r['ci_low'])}, {f.format(scale * r['ci_high'])}]"
+    return f"{f.format(scale * est)} [{f.format(scale * lo)}, {f.format(scale * hi)}]"
+
+
+SUMMARY_FIELDS = ("accuracy", "coverage", "paired", "k_scaling", "n_units", "n_clusters")
+
+
+def summary_json(rep: dict[str, Any]) -> str:
+    """``demo_summary.json``: the report dict, each evaluation cut to its headline fields."""
+    import json
+
+    from calver.evaluation.results import to_json
+
+    evals = {name: {k: to_json(getattr(res, k)) for k in SUMMARY_FIELDS}
+             for name, res in rep.get("evaluations", {}).items()}
+    return json.dumps({**rep, "evaluations": evals}, indent=2, default=str)
 
 
 def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], timings: dict[str, float],
@@ -34,7 +51,7 @@ def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], ti
     """Compute the policy-level statistics, write ``report/`` and return the summary dict (``units``: each
     pool's scored units, when the caller already loaded them)."""
     from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
-    from calver.evaluation.report import write_report
+    from calver.evaluation.report import plot_k_panels, write_report
     from calver.evaluation.units import load_units
 
     rdir = run / "report"
@@ -50,8 +67,7 @@ def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], ti
     rep["evaluations"] = {}
     for name, res in out.get("evaluations", {}).items():
         write_report(res, rdir / f"pool_{name}")
-        rep["evaluations"][name] = {k: res.get(k) for k in ("accuracy", "coverage", "paired", "k_scaling", "n_units",
-                                                            "n_clusters")}
+        rep["evaluations"][name] = res
     rep["grpo"] = _grpo_summary(out.get("grpo"))
     rep["prm"] = _prm_summary(out.get("prm"))
     rep["refine"] = (out.get("refine") or {}).get("summary")
@@ -59,7 +75,8 @@ def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], ti
     rep["timings_s"] = dict(timings)
     rep["reproducibility"] = {name: pool_fingerprint(root) for name, root in pools.items()}
     plots = {"reward": _plot_reward(rep["grpo"], rdir / "grpo_reward.png"),
-             "k_curves": _plot_k_curves(rep["evaluations"], rdir / "k_curves.png")}
+             "k_curves": plot_k_panels({n: e.k_scaling for n, e in rep["evaluations"].items() if e.k_scaling},
+                                       rdir / "k_curves.png")}
     rep["plots"] = {k: str(v) for k, v in plots.items() if v}
     (rdir / "report.md").write_text(markdown(cfg, rep))
     return rep
@@ -171,37 +188,6 @@ def _plot_reward(g: dict[str, Any] | None, path: Path) -> Path | None:
     return path
 
 
-def _plot_k_curves(evals: dict[str, Any], path: Path) -> Path | None:
-    curves = {n: e["k_scaling"] for n, e in evals.items() if e.get("k_scaling")}
-    if not curves:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.8), squeeze=False)
-    for ax, (name, ks) in zip(axes[0], curves.items()):
-        x = ks["ks"]
-        series = [(s, ks["accuracy"][s], ks.get("ci", {}).get(s)) for s in CURVE_SELECTORS if s in ks["accuracy"]]
-        series.append(("coverage", ks["coverage"], ks.get("ci", {}).get("coverage")))
-        for label, y, band in series:
-            style = {"linestyle": "--", "marker": "s", "color": "grey"} if label == "coverage" else {"marker": "o"}
-            ax.plot(x, [100 * v for v in y], label=label, **style)
-            if band:
-                ax.fill_between(x, [100 * b[0] for b in band], [100 * b[1] for b in band], alpha=0.15)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(x, [str(k) for k in x])
-        ax.set_xlabel("K (first K candidates of the frozen pool)")
-        ax.set_ylabel("% of units correct")
-        ax.set_title(f"{name} policy")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 # ---- markdown -----------------------------------------------------------------------------------
 def markdown(cfg, rep: dict[str, Any]) -> str:
     from calver.demo.report_text import render
@@ -221,12 +207,12 @@ def print_headline(rep: dict[str, Any], run: Path, console) -> None:
                   ci(p["valid_rate"]), ci(sh["six_rate"]["shuffled"]) if "six_rate" in sh else "-")
     console.print(t)
     for name, e in rep["evaluations"].items():
-        s = Table(title=f"selectors on the {name} pool ({e['n_units']} units, K={rep['k']})")
+        s = Table(title=f"selectors on the {name} pool ({e.n_units} units, K={rep['k']})")
         s.add_column("selector")
         s.add_column("accuracy % [95% CI]", justify="right")
-        for sel, r in sorted(e["accuracy"].items(), key=lambda kv: -kv[1]["estimate"]):
+        for sel, r in sorted(e.accuracy.items(), key=lambda kv: -kv[1].estimate):
             s.add_row(sel, ci(r))
-        s.add_row("coverage (ceiling)", ci(e["coverage"]))
+        s.add_row("coverage (ceiling)", ci(e.coverage))
         console.print(s)
     if rep.get("sft_to_grpo"):
         c = rep["sft_to_grpo"]

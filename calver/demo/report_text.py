@@ -72,24 +72,23 @@ def render(cfg, rep: dict[str, Any]) -> str:
         L.append("No GRPO stage in this run.")
     L += ["", SECTIONS[4], ""]
     for name, e in rep["evaluations"].items():
-        L += [f"{name} pool: {e['n_units']} units, {e['n_clusters']} source problems.", "",
+        L += [f"{name} pool: {e.n_units} units, {e.n_clusters} source problems.", "",
               "| selector | accuracy % [95% CI] | CALVER - selector, pp [95% CI] |", "|---|---|---|"]
-        for sel, r in sorted(e["accuracy"].items(), key=lambda kv: -kv[1]["estimate"]):
-            d = e["paired"].get(sel)
+        for sel, r in sorted(e.accuracy.items(), key=lambda kv: -kv[1].estimate):
+            d = e.paired.get(sel)
             L.append(f"| {sel} | {ci(r)} | {ci(d, signed=True) if d else '-'} |")
-        L += [f"| coverage (ceiling) | {ci(e['coverage'])} | |", ""]
+        L += [f"| coverage (ceiling) | {ci(e.coverage)} | |", ""]
     L += [SECTIONS[5], "", "![K-curves](k_curves.png)", ""]
     for name, e in rep["evaluations"].items():
-        ks = e.get("k_scaling")
-        if not ks:
+        ks = e.k_scaling
+        if ks is None:
             continue
-        names = [s for s in ("calver", "prm", "plurality") if s in ks["accuracy"]]
+        names = [s for s in ("calver", "prm", "plurality") if s in ks.accuracy]
         L += [f"{name} pool:", "", "| K | " + " | ".join(f"{s} %" for s in names) + " | coverage % |",
               "|---" * (len(names) + 2) + "|"]
-        for i, k in enumerate(ks["ks"]):
-            cells = [f"{pct(ks['accuracy'][s][i])} [{pct(ks['ci'][s][i][0])}, {pct(ks['ci'][s][i][1])}]"
-                     for s in names]
-            cv = f"{pct(ks['coverage'][i])} [{pct(ks['ci']['coverage'][i][0])}, {pct(ks['ci']['coverage'][i][1])}]"
+        for i, k in enumerate(ks.ks):
+            cells = [f"{pct(ks.accuracy[s][i])} [{pct(ks.ci[s][i][0])}, {pct(ks.ci[s][i][1])}]" for s in names]
+            cv = f"{pct(ks.coverage[i])} [{pct(ks.ci['coverage'][i][0])}, {pct(ks.ci['coverage'][i][1])}]"
             L.append(f"| {k} | " + " | ".join(cells) + f" | {cv} |")
         L.append("")
     L += [SECTIONS[6], ""]
@@ -149,21 +148,21 @@ def reading(rep: dict[str, Any]) -> list[str]:
             scale, digits = (1, 3) if key == "mean_score" else (100, 1)
             out.append(f"- GRPO {word} the {label} (paired CI {ci(c[key], scale, True, digits)}).")
     for name, e in rep["evaluations"].items():
-        acc, cov, ks = e["accuracy"].get("calver"), e["coverage"], e.get("k_scaling")
+        acc, cov, ks = e.accuracy.get("calver"), e.coverage, e.k_scaling
         if acc and cov:
-            out.append(f"- On the {name} pool CALVER reaches {pct(acc['estimate'])}% against a coverage ceiling of "
-                       f"{pct(cov['estimate'])}%. The problems supply their graph, so a 6/6 candidate's answer is "
+            out.append(f"- On the {name} pool CALVER reaches {pct(acc.estimate)}% against a coverage ceiling of "
+                       f"{pct(cov.estimate)}%. The problems supply their graph, so a 6/6 candidate's answer is "
                        "valid by construction: CALVER's accuracy here measures how often some candidate is fully "
                        "verified, not an independent judgment.")
-        if ks and "prm" in ks["accuracy"] and len(ks["ks"]) >= 2:
-            prm_k, cal_k = ks["accuracy"]["prm"], ks["accuracy"]["calver"]
-            out.append(f"- K-curve, {name} pool: from K={ks['ks'][0]} to K={ks['ks'][-1]} CALVER goes "
+        if ks and "prm" in ks.accuracy and len(ks.ks) >= 2:
+            prm_k, cal_k = ks.accuracy["prm"], ks.accuracy["calver"]
+            out.append(f"- K-curve, {name} pool: from K={ks.ks[0]} to K={ks.ks[-1]} CALVER goes "
                        f"{pct(cal_k[0])}% -> {pct(cal_k[-1])}% and the distilled PRM {pct(prm_k[0])}% -> "
                        f"{pct(prm_k[-1])}%.")
     for name, e in rep["evaluations"].items():
-        es, graph = e["accuracy"].get("extract_solve"), rep["policies"].get(name, {}).get("bit_pass_rates", {})
-        if es and graph.get("GRAPH") is not None and es["estimate"] >= 0.9:
-            out.append(f"- Extract-then-solve reaches {pct(es['estimate'])}% on the {name} pool: the policy copies the "
+        es, graph = e.accuracy.get("extract_solve"), rep["policies"].get(name, {}).get("bit_pass_rates", {})
+        if es and graph.get("GRAPH") is not None and es.estimate >= 0.9:
+            out.append(f"- Extract-then-solve reaches {pct(es.estimate)}% on the {name} pool: the policy copies the "
                        f"graph ({pct(graph['GRAPH'])}% of GRAPH slots pass) and the solver needs nothing else. On "
                        "supplied-graph problems it is an oracle given a faithful copy, not a selector of reasoning.")
     rf = rep.get("refine") or {}

@@ -10,13 +10,16 @@
 6. every selector on both policy pools, the policy statistics, the shuffled-problem control, the
    SFT -> GRPO comparison, K-curves and refinement, written to ``report/report.md``.
 
+Each pool is scored once: its score table (``POOL/scores/``, :mod:`calver.infer.score_table`) is built
+when a stage first needs it and held for the run, so refinement, the PRM, selection, evaluation and
+the report all read the same scores (pools over the same problems share a memo of repeated texts).
+
 Everything lands under one run directory, with the resolved config saved as ``config.yaml``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -74,7 +77,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from rich.console import Console
 
     from calver.data_gen.export import export_dataset
-    from calver.demo.report import build_report, markdown, print_headline
+    from calver.demo.report import build_report, markdown, print_headline, summary_json
 
     console = Console(stderr=True)
     t0 = time.time()
@@ -112,6 +115,14 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     eval_problems = run / "data" / "eval" / "problems.jsonl"
     pools: dict[str, Path] = {}
     prm_pools: list[Path] = []
+    memo: dict = {}  # (problem hash, text) -> score, across pools
+    tables: dict[str, Any] = {}  # pool root -> its score table, held so every later stage reuses it
+
+    def table(root: Path):
+        if str(root) not in tables:
+            tables[str(root)] = stages.score_pool(root, log, memo)
+        return tables[str(root)]
+
     for name, (m, a) in policies.items():
         k = cfg.base_k if name == "base" else cfg.k
         with stages.open_sampler(cfg, m, a) as sampler:
@@ -123,12 +134,15 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
                                                     cfg.prm_k, log).root)
             if cfg.refine and name == "grpo":
                 st.start("refinement")
+                table(pools[name])
                 out["refine"] = stages.refine(cfg, sampler, pools[name], run / "report" / "refine", log)
                 st.start("frozen pools")
 
     selectors: list[Any] = list(cfg.selectors)
     if cfg.with_prm:
         st.start("distilled PRM")
+        for root in prm_pools:
+            table(root)
         out["prm"] = stages.train_prm(cfg, run, prm_pools, policies["sft"][0])
         selectors.append(stages.prm_selector(run))
 
@@ -137,7 +151,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
     out["pools"] = {name: str(p) for name, p in pools.items()}
     out["evaluations"] = {}
-    units = {name: load_units(str(root)) for name, root in pools.items()}  # scored once, for eval and report
+    units = {name: load_units(str(root), table=table(root)) for name, root in pools.items()}  # eval and report
     for name, root in pools.items():
         if name == "base":
             continue
@@ -148,6 +162,6 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     st.stop()
     report["timings_s"] = {**st.timings, "total": time.time() - t0}
     (run / "report" / "report.md").write_text(markdown(cfg, report))  # again, with the report's own time
-    (run / "report" / "demo_summary.json").write_text(json.dumps(report, indent=2, default=str))
+    (run / "report" / "demo_summary.json").write_text(summary_json(report))
     print_headline(report, run, console)
     return report

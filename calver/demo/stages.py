@@ -182,6 +182,14 @@ def open_sampler(cfg: DemoConfig, model: str, adapter: str | None):
     return make_sampler(model, adapter, backend=backend, **kwargs)
 
 
+def score_pool(root: Path, log, memo: dict | None = None):
+    """The pool's score table, built (and stored beside the pool) when missing; while the caller holds
+    it, every later consumer in this process (selection, evaluation, PRM, refinement) reuses it."""
+    from calver.infer.score_table import score_table
+
+    return score_table(root, log=log, memo=memo)
+
+
 # ---- distilled PRM ------------------------------------------------------------------------------
 def train_prm(cfg: DemoConfig, run: Path, prm_pools: list[Path], policy_model: str) -> dict[str, Any]:
     """A PRM (regression head + LoRA) on the SFT policy, distilled from verifier scores of pools
@@ -213,7 +221,8 @@ def prm_selector(run: Path):
 # ---- selection, evaluation, refinement ------------------------------------------------------------
 def select_and_evaluate(cfg: DemoConfig, pool_root: Path, selectors: list[Any], log, units=None) -> dict[str, Any]:
     """Run the selectors on a frozen pool and evaluate them (clustered CIs, K-curves, audits); ``units``:
-    the pool's scored units, when already loaded."""
+    the pool's scored units, when already loaded. Selection reads the pool's score table (the one the
+    caller holds, see :func:`score_pool`), evaluation the units' scores: nothing is scored again."""
     from calver.evaluation.evaluate import evaluate
     from calver.evaluation.scaling import K_GRID
     from calver.infer.pool import Pool

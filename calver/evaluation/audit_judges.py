@@ -30,7 +30,8 @@ from typing import Any, Sequence
 from calver.evaluation.audits import invalid_answer, replace_slot, slot_spans
 from calver.evaluation.bootstrap import mean_ci, paired_diff_ci
 from calver.evaluation.grading import grading_problems, is_correct
-from calver.evaluation.report import ci_text, jsonable
+from calver.evaluation.report import ci_text
+from calver.evaluation.results import to_json
 from calver.infer.firewall import SelectorView, strip_problem
 from calver.infer.pool import Pool
 from calver.verifier import CausalGraph, Problem, TraceScore, get_family, score
@@ -271,10 +272,10 @@ def run_audit(pool: Pool | str, *, prm=None, prm_threshold: float = 5.5, judge_s
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "audit_judges.json").write_text(json.dumps(jsonable(result), indent=2, sort_keys=True))
+        (out / "audit_judges.json").write_text(json.dumps(to_json(result), indent=2, sort_keys=True))
         with open(out / "audit_items.jsonl", "w", encoding="utf-8") as fh:
             for it in items:
-                fh.write(json.dumps(jsonable(it), sort_keys=True) + "\n")
+                fh.write(json.dumps(to_json(it), sort_keys=True) + "\n")
         (out / "audit_judges.md").write_text(markdown(result))
     result["items"] = items
     return result

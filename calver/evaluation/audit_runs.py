@@ -1,5 +1,9 @@
 """Pool-level audit runs: renaming / answer-swap / witness-damage summaries, the graph-corruption
-ladder (CALVER's lift over plurality at each rung), and the strict-ATE guard audit."""
+ladder (CALVER's lift over plurality at each rung), and the strict-ATE guard audit.
+
+Baselines come from the units' scores (:attr:`UnitFacts.scores`); only perturbed (text, problem)
+pairs are scored, each once (a perturbed text that is a candidate of the same problem, or a rung
+whose corrupted graph equals the clean one, reuses the candidate's score)."""
 
 from __future__ import annotations
 
@@ -10,11 +14,47 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calver.evaluation.audits import LADDER, corrupt_graph, damage_witness, rename_nodes, swap_answer
+from calver.evaluation.audits import LADDER, corrupt_graph, damage_witness, invalid_answer, rename_nodes, replace_slot
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
 from calver.evaluation.metrics import calver_index, plurality_index, selected_correct, unit_parsed
 from calver.evaluation.units import UnitFacts
-from calver.verifier import Problem, ProblemError, get_family, score
+from calver.verifier import Problem, ProblemError, TraceScore, get_family, prepare, score
+from calver.verifier.contract import slot_spans
+
+
+def known_scores(units: Sequence[UnitFacts]) -> dict[str, dict[str, TraceScore]]:
+    """problem id -> {candidate text: its score} over the units that carry scores."""
+    out: dict[str, dict[str, TraceScore]] = {}
+    for u in units:
+        if len(u.scores) == len(u.texts):
+            out.setdefault(u.problem_id, {}).update(zip(u.texts, u.scores))
+    return out
+
+
+def audit_score(u: UnitFacts, i: int) -> TraceScore:
+    """Candidate ``i``'s score with what the swap audit reads (answer, ``g_ver``): the unit's own when
+    computed in this process; a stored one (no parse) of a grounded candidate with ``g_ver`` set to
+    the problem's source, exactly what :func:`~calver.verifier.score` judges it on; else scored now."""
+    ts = u.scores[i] if i < len(u.scores) else None
+    if ts is not None and ts.slots is not None:
+        return ts
+    if ts is not None and ts.grounded:
+        try:
+            pp = prepare(u.problem)
+        except (KeyError, ProblemError):
+            pass
+        else:
+            return dataclasses.replace(ts, g_ver=pp.family.verification_graph(pp.problem, None, False, pp.source))
+    return score(u.texts[i], u.problem)
+
+
+def _swap(u: UnitFacts, i: int, rng) -> str | None:
+    """:func:`calver.evaluation.audits.swap_answer` of candidate ``i``, on its own score."""
+    text, p = u.texts[i], u.problem
+    if "ANSWER" not in slot_spans(text):
+        return None
+    obj = invalid_answer(text, p, rng, sc=audit_score(u, i))
+    return None if obj is None else replace_slot(text, "ANSWER", get_family(p.task).format_object(obj))
 
 
 def _iter_candidates(units: Sequence[UnitFacts], limit: int | None):
@@ -41,10 +81,12 @@ def audit_summary(units: Sequence[UnitFacts], *, limit: int | None = None, seed:
         name: {"n_max_score": 0, "applied_max_score": 0, "distribution": Counter(), "applied_all": 0, "lowered_all": 0}
         for name in ("swap", "damage")
     }
+    known = known_scores(units)
     for u, i, text in _iter_candidates(units, limit):
         p = u.problem
         if p is None:
             continue
+        same_problem = known.get(u.problem_id, {})
         before = int(u.totals[i])
         ren["n"] += 1
         try:
@@ -57,13 +99,15 @@ def audit_summary(units: Sequence[UnitFacts], *, limit: int | None = None, seed:
             ren["unchanged"] += 1
         elif len(ren["changed_examples"]) < 5:
             ren["changed_examples"].append({"problem_id": u.problem_id, "seed": u.seed, "index": i})
-        for name, fn in (("swap", lambda: swap_answer(text, p, rng)), ("damage", lambda: damage_witness(text, p))):
+        for name, fn in (("swap", lambda: _swap(u, i, rng)),
+                         ("damage", lambda: damage_witness(text, p, audit_score(u, i)))):
             rec = out[name]
             is_max = before == 6
             rec["n_max_score"] += is_max
             try:
                 new = fn()
-                after = None if new is None else score(new, p).total
+                hit = None if new is None else same_problem.get(new)
+                after = None if new is None else (hit if hit is not None else score(new, p)).total
             except Exception as e:  # noqa: BLE001 - recorded; the perturbation is counted as not applied
                 errors.append(f"{name} {u.problem_id}/{u.seed}/{i}: {type(e).__name__}: {e}")
                 after = None
@@ -109,14 +153,16 @@ def graph_ladder(units: Sequence[UnitFacts], rungs: Sequence[str] = LADDER, *, f
     plur = selected_correct(units, [plurality_index(u.answer_keys) for u in units])
     rows = []
     clean_lift = None
+    memo: dict[tuple[int, str], TraceScore] = {}  # (id of the corrupted problem, text) -> score
     for rung in rungs:
         idx = []
         for u in units:
-            if rung == "clean":
+            p2 = None if rung == "clean" else corrupted[(u.problem_id, rung)]
+            if p2 is None or _same_graph(p2.graph, u.problem.graph):  # nothing corrupted: the unit's scores
                 idx.append(calver_index(u.totals, parsed=unit_parsed(u)))
                 continue
-            p2 = corrupted[(u.problem_id, rung)]
-            sc = [score(t, p2) for t in u.texts]
+            sc = [memo[(id(p2), t)] if (id(p2), t) in memo else memo.setdefault((id(p2), t), score(t, p2))
+                  for t in u.texts]
             idx.append(calver_index([s.total for s in sc], parsed=[s.answer is not None for s in sc]))
         cal = selected_correct(units, idx)
         ci = paired_diff_ci(cal, plur, clusters, draws=draws, seed=seed)
@@ -126,6 +172,11 @@ def graph_ladder(units: Sequence[UnitFacts], rungs: Sequence[str] = LADDER, *, f
         rows.append({"rung": rung, "calver": float(cal.mean()), "plurality": float(plur.mean()), "lift": ci,
                      "retained": (lift / clean_lift) if clean_lift else float("nan")})
     return {"rungs": rows, "frac": frac, "n_units": len(units), "n_skipped_problems": len(skipped), "seed": seed}
+
+
+def _same_graph(a, b) -> bool:
+    return (a.kind == b.kind and set(a.nodes) == set(b.nodes) and set(a.directed) == set(b.directed)
+            and set(a.bidirected) == set(b.bidirected))
 
 
 # ---- strict ATE ------------------------------------------------------------------------------------------

@@ -146,16 +146,17 @@ def _witness_texts(family, args: dict[str, str]) -> list[str]:
     return split_paths(args[key]) if key is not None and key in args else []
 
 
-def damage_witness(trace: str, problem: Problem) -> str | None:
+def damage_witness(trace: str, problem: Problem, sc: TraceScore | None = None) -> str | None:
     """``trace`` with one edge of a DERIVATION witness path changed so it is absent from the
     verification graph (an arrow reversed, or a bidirected edge made directed); None if the trace
-    lists no witness path with an edge that can be damaged."""
+    lists no witness path with an edge that can be damaged. ``sc``: the trace's score on ``problem``
+    when the caller has it (its ``g_ver`` is the verification graph)."""
     spans = slot_spans(trace)
     if "DERIVATION" not in spans:
         return None
     start, end = spans["DERIVATION"]
     region = trace[start:end]
-    g = score(trace, problem).g_ver
+    g = (sc if sc is not None else score(trace, problem)).g_ver
     if g is None:
         return None
     try:

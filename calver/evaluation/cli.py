@@ -1,8 +1,8 @@
 """Commands whose output grades candidates against labels (registered via ``add_commands``):
 
-* ``calver eval`` -- compare selectors on a frozen pool (report.md, results.json, figures); with
-  ``--tie_audit`` / ``--selection_accuracy`` also the label-reading tie audits and per-selection
-  accuracy that ``calver select --audit/--report`` used to print;
+* ``calver eval`` -- compare selectors on one frozen pool or several (one policy each: per-policy and
+  pooled rows, ``--by`` breakdowns; report.md, results.json, figures); with ``--tie_audit`` /
+  ``--selection_accuracy`` also the label-reading tie audits and per-selection accuracy;
 * ``calver audit-judges`` -- acceptance of deterministic corruptions by verifier / PRM / judge;
 * ``calver refine`` -- verifier-guided refinement vs token-matched best-of-K', graded;
 * ``calver route`` -- the extract-or-verify router's dev-set threshold and its test report.
@@ -38,7 +38,9 @@ def _check(cfg, positive: tuple[str, ...] = (), backend: bool = False) -> None:
 class EvalConfig:
     """``calver eval``: what to compare on which pool, and which audits to run."""
 
-    pool: str = cfg_field(help="pool directory (manifest.json, problems.jsonl, candidates.jsonl)")
+    pool: list[str] = cfg_field(help="pool directory (manifest.json, problems.jsonl, candidates.jsonl); several "
+                                "(repeat --pool, or a YAML list) are evaluated together, one policy per pool: "
+                                "NAME=PATH labels it, else the directory name does")
     selectors: list[str] | None = cfg_field(None, help="selectors to compare: stored selections/<name>.jsonl and/or "
                                             "built-ins first, plurality, calver (null: built-ins plus every stored "
                                             "selection)")
@@ -49,6 +51,10 @@ class EvalConfig:
     seed: int = cfg_field(0, help="bootstrap / audit RNG seed")
     prefixes: list[int] = cfg_field(list(K_GRID), help="K-prefix grid of the K-curve")
     threshold: float = cfg_field(6, help="score threshold for calibration")
+    by: list[str] = cfg_field([], help="breakdown fields (repeatable): task, graph_class, mode, source, network, "
+                              "encoding, text_level, people, ate_margin, validity_class; policy with several pools")
+    union: bool = cfg_field(False, help="several pools over different problem sets: evaluate their union (the "
+                            "report says so); without it such pools are refused")
     audits: bool = cfg_field(True, help="run the renaming / swap / damage audits")
     ladder: bool = cfg_field(True, help="run the graph-corruption ladder")
     audit_limit: int | None = cfg_field(None, help="audit at most this many candidates")
@@ -58,13 +64,18 @@ class EvalConfig:
     wandb_mode: str = cfg_field("offline", help="offline | online | disabled")
     wandb_project: str = cfg_field("calver", help="wandb project")
     tie_audit: bool = cfg_field(False, help="write the label-reading calver_best / calver_worst tie audits as "
-                                "selections (full pool and every K-prefix with a stored selection); formerly "
-                                "`calver select --audit`")
+                                "selections (full pool and every K-prefix with a stored selection)")
     selection_accuracy: bool = cfg_field(False, help="print the accuracy of every stored selection (labels "
-                                         "reattached after selection); formerly `calver select --report`")
+                                         "reattached after selection)")
 
     def __post_init__(self) -> None:
+        if isinstance(self.pool, str):  # `pool: DIR` in a YAML file
+            self.pool = [self.pool]
         _check(self, ("draws", "decomp_draws", "audit_limit"))
+        if not self.pool:
+            raise ConfigError("field 'pool' needs at least one pool directory")
+        if len(self.pool) > 1 and (self.tie_audit or self.selection_accuracy):
+            raise ConfigError("tie_audit / selection_accuracy work on one pool at a time")
         if not self.prefixes or min(self.prefixes) < 1:
             raise ConfigError(f"field 'prefixes' must be K-prefixes >= 1, got {self.prefixes!r}")
         if self.wandb_mode not in ("offline", "online", "disabled"):
@@ -128,9 +139,11 @@ class RouteConfig:
 def add_commands(subparsers) -> None:
     p = add_command(
         subparsers, "eval", (EvalConfig,),
-        help="compare selectors on a frozen pool: accuracy, paired clustered-bootstrap gains, audits",
-        description="Evaluate selectors on one frozen pool and write report.md, results.json and PNG figures. "
-        "Correctness is the task predicate on the source graph; intervals are clustered by source problem.",
+        help="compare selectors on frozen pools: accuracy, paired clustered-bootstrap gains, breakdowns, audits",
+        description="Evaluate selectors on one frozen pool, or on several (one policy each: per-policy rows, the "
+        "pooled units and CALVER's paired gains per policy), and write report.md, results.json and PNG figures. "
+        "Correctness is the task predicate on the source graph; intervals are clustered by source problem, "
+        "across pools.",
         renamed={"--k": "--prefixes K [K ...]"},
     )
     p.set_defaults(func=run_eval)
@@ -153,7 +166,7 @@ def eval_pool(cfg: EvalConfig) -> int:
         return 2
     try:
         if cfg.tie_audit or cfg.selection_accuracy:
-            _selection_tables(cfg.pool, cfg.tie_audit, cfg.selection_accuracy)
+            _selection_tables(cfg.pool[0], cfg.tie_audit, cfg.selection_accuracy)
     except (PoolError, SelectorError, FirewallError, KeyError, ValueError) as e:
         print(f"calver eval: error: {e}", file=sys.stderr)
         return 2
@@ -184,27 +197,42 @@ def _selection_tables(pool_dir: str, tie_audit: bool, selection_accuracy: bool) 
 
 def _report(cfg: EvalConfig) -> int:
     from calver.evaluation.evaluate import evaluate
-    from calver.evaluation.report import ci_text, log_wandb, write_report
+    from calver.evaluation.multi import PoolSpec, evaluate_pools
+    from calver.evaluation.report import ci_text, log_wandb, policy_table, write_multi_report, write_report
+    from calver.infer.firewall import FirewallError
     from calver.infer.pool import PoolError
+    from calver.infer.selectors import SelectorError
 
+    settings = dict(draws=cfg.draws, decomp_draws=cfg.decomp_draws, seed=cfg.seed, ks=cfg.prefixes,
+                    threshold=cfg.threshold, audits=cfg.audits, ladder=cfg.ladder, audit_limit=cfg.audit_limit,
+                    ladder_frac=cfg.ladder_frac)
     try:
-        res = evaluate(
-            cfg.pool, cfg.selectors, draws=cfg.draws, decomp_draws=cfg.decomp_draws, seed=cfg.seed, ks=cfg.prefixes,
-            threshold=cfg.threshold, audits=cfg.audits, ladder=cfg.ladder, audit_limit=cfg.audit_limit,
-            ladder_frac=cfg.ladder_frac,
-        )
-    except (PoolError, KeyError, ValueError) as e:
-        print(f"calver eval: error: {e}", file=sys.stderr)
+        if len(cfg.pool) == 1 and not cfg.union:
+            res = evaluate(PoolSpec.parse(cfg.pool[0]).path, cfg.selectors, by=cfg.by, **settings)
+        else:
+            multi = evaluate_pools(cfg.pool, cfg.selectors, union=cfg.union, by=cfg.by, **settings)
+    except (PoolError, SelectorError, FirewallError, KeyError, ValueError) as e:
+        print(f"calver eval: error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return 2
-    paths = write_report(res, cfg.out, figures=cfg.figures)
-    for name, r in res["accuracy"].items():
-        print(f"{name:>16}: {ci_text(r)}")
-    for name, r in res["paired"].items():
-        print(f"{res['target']} - {name}: {ci_text(r, True)} pp")
-    if cfg.wandb:
-        note = log_wandb(res, project=cfg.wandb_project, mode=cfg.wandb_mode, out_dir=cfg.out)
-        if note:
-            print(f"calver eval: {note}", file=sys.stderr)
+    if len(cfg.pool) == 1 and not cfg.union:
+        paths = write_report(res, cfg.out, figures=cfg.figures)
+        for name, r in res.accuracy.items():
+            print(f"{name:>16}: {ci_text(r)}")
+        for name, r in res.paired.items():
+            print(f"{res.target} - {name}: {ci_text(r, True)} pp")
+        if cfg.wandb:
+            note = log_wandb(res, project=cfg.wandb_project, mode=cfg.wandb_mode, out_dir=cfg.out)
+            if note:
+                print(f"calver eval: {note}", file=sys.stderr)
+    else:
+        paths = write_multi_report(multi, cfg.out, figures=cfg.figures)
+        print("\n".join(policy_table(multi)))
+        if cfg.wandb:
+            for name, r in multi.policies.items():
+                note = log_wandb(r, project=cfg.wandb_project, mode=cfg.wandb_mode, run_name=name, out_dir=cfg.out)
+                if note:
+                    print(f"calver eval: {note}", file=sys.stderr)
+                    break
     print(f"wrote {paths['report']}")
     return 0
 

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from calver.infer.firewall import make_views
 from calver.infer.pool import Pool
+from calver.infer.score_table import score_table
 from calver.infer.select import selection_name
 from calver.infer.selectors import candidate_scores
 from calver.verifier import Problem, ProblemError, grade, parse_graph, select_from_scores, split_slots
@@ -115,7 +116,9 @@ def calver_audit(pool: Pool, tie: str, k: int | None = None, *, write: bool = Tr
         raise ValueError("calver_audit tie must be 'best' or 'worst'")
     gps = grading_problems(pool)
     rows = []
-    for v in make_views(pool, k):
+    views = make_views(pool, k)
+    score_table(pool).prime(views)  # each candidate is scored once, in the pool's table
+    for v in views:
         scs = candidate_scores(v)
         totals = [ts.total for ts in scs]
         top = max(totals)

@@ -89,6 +89,12 @@ def shuffled_control(units: Sequence[UnitFacts], *, shuffles: int = 3, seed: int
     clusters = [u.source_id for u in usable]
     true = [unit_rates(u) for u in usable]
     rows: list[dict[str, float]] = []
+    # (problem id, text) -> score: the other problem's own candidates are scored already, and a
+    # derangement repeats pairs across shuffles (two problems of a family can only swap)
+    memo: dict[tuple[str, str], Any] = {}
+    for u in units:
+        if len(u.scores) == len(u.texts):
+            memo.update(((u.problem_id, t), s) for t, s in zip(u.texts, u.scores))
     for _ in range(shuffles):
         other = {}
         for pids in fam.values():
@@ -96,7 +102,8 @@ def shuffled_control(units: Sequence[UnitFacts], *, shuffles: int = 3, seed: int
                 other.update(zip(pids, _derangement(pids, rng)))
         for u in usable:
             o = by_pid[other[u.problem_id]]
-            scores = [score(t, o.problem) for t in u.texts]
+            scores = [memo[(o.problem_id, t)] if (o.problem_id, t) in memo
+                      else memo.setdefault((o.problem_id, t), score(t, o.problem)) for t in u.texts]
             valid = [is_correct(o.grading_problem, s.answer) for s in scores]
             rows.append({"six_rate": float(np.mean([s.total == MAX_SCORE for s in scores])),
                          "mean_score": float(np.mean([s.total for s in scores])),

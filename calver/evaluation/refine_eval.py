@@ -15,7 +15,8 @@ from typing import Any
 
 from calver.evaluation.bootstrap import mean_ci, paired_diff_ci
 from calver.evaluation.grading import grading_problems, is_correct
-from calver.evaluation.report import ci_text, jsonable, pct
+from calver.evaluation.report import ci_text, pct
+from calver.evaluation.results import to_json
 from calver.infer.pool import Pool
 from calver.infer.refine.refine import MAX_SCORE, RefineConfig, arm_candidates, calver_pick, refine_pool
 
@@ -92,10 +93,10 @@ def markdown(result: dict[str, Any]) -> str:
 def write_outputs(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     slim = {k: v for k, v in result.items() if k != "units"}
-    (out / "refine.json").write_text(json.dumps(jsonable(slim), indent=2, sort_keys=True))
+    (out / "refine.json").write_text(json.dumps(to_json(slim), indent=2, sort_keys=True))
     with open(out / "refine_units.jsonl", "w", encoding="utf-8") as fh:
         for u in result["units"]:
-            fh.write(json.dumps(jsonable(u), sort_keys=True) + "\n")
+            fh.write(json.dumps(to_json(u), sort_keys=True) + "\n")
     (out / "refine.md").write_text(markdown(result))
 
 

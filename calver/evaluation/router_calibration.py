@@ -18,20 +18,20 @@ from typing import Any, Iterable, Sequence
 
 from calver.evaluation.bootstrap import mean_ci
 from calver.evaluation.grading import grading_problems, is_correct
-from calver.evaluation.report import ci_text, jsonable
+from calver.evaluation.report import ci_text
+from calver.evaluation.results import to_json
 from calver.infer.firewall import make_views
 from calver.infer.pool import Pool
+from calver.infer.score_table import score_table
 from calver.infer.refine.router import graph_agreement, route
-from calver.infer.selectors import CalverSelector, ExtractSolveSelector
-from calver.verifier import Problem, score
+from calver.infer.selectors import CalverSelector, ExtractSolveSelector, candidate_scores
+from calver.verifier import Problem
 
 
 # ---- per-unit outcomes ------------------------------------------------------------------------------
 def level_of(problem: Problem) -> str:
-    lv = (problem.meta or {}).get("level")
-    if lv is None and problem.id and "-L" in problem.id and problem.id.rsplit("-L", 1)[1].isdigit():
-        lv = problem.id.rsplit("-L", 1)[1]
-    return f"L{lv}" if lv is not None else problem.mode
+    """The graph-from-text level (``meta["text_level"]``, L1-L3), else the problem's mode."""
+    return str(problem.meta.get("text_level") or problem.mode)
 
 
 def unit_outcomes(pool: Pool | str, k: int | None = None) -> list[dict[str, Any]]:
@@ -40,6 +40,7 @@ def unit_outcomes(pool: Pool | str, k: int | None = None) -> list[dict[str, Any]
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     problems, graded = pool.problems(), grading_problems(pool)
     views = make_views(pool, k)
+    score_table(pool).prime(views)
     extract = ExtractSolveSelector().select_many(views)
     verify = CalverSelector().select_many(views)
     rows = []
@@ -51,7 +52,7 @@ def unit_outcomes(pool: Pool | str, k: int | None = None) -> list[dict[str, Any]
             "problem_id": v.problem_id, "seed": v.seed, "source_id": p.source_id, "level": level_of(p),
             "agreement": ag["agreement"], "parsed": ag["parsed"], "k": ag["k"],
             "extract_answer": ex.answer, "extract_correct": ex.answer is not None and is_correct(gp, ex.answer),
-            "verify_index": ve.index, "verify_correct": is_correct(gp, score(v.texts[ve.index], v.problem).answer),
+            "verify_index": ve.index, "verify_correct": is_correct(gp, candidate_scores(v)[ve.index].answer),
         })
     return rows
 
@@ -159,10 +160,10 @@ def run_route(dev_pool: Pool | str, test_pool: Pool | str | None = None, *, dev_
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "route.json").write_text(json.dumps(jsonable(result), indent=2, sort_keys=True))
+        (out / "route.json").write_text(json.dumps(to_json(result), indent=2, sort_keys=True))
         with open(out / "route_units.jsonl", "w", encoding="utf-8") as fh:
             for r in [dict(r, split="dev") for r in dev_rows] + [dict(r, split="test") for r in test_rows]:
-                fh.write(json.dumps(jsonable(r), sort_keys=True) + "\n")
+                fh.write(json.dumps(to_json(r), sort_keys=True) + "\n")
         (out / "route.md").write_text(markdown(result))
     return result
 

@@ -5,7 +5,9 @@ the selectors package's own rules, which is exact because a candidate's score do
 its neighbours. Other selectors plug in either as ``select_fn(texts, problem) -> index``
 (``text_selectors``) or as registry selectors (``calver.infer.selectors.SELECTORS``), re-run on the
 firewall views of every prefix through :func:`calver.infer.select.run_selector` (which checks each
-view). A selection with index -1 (extract-then-solve) is graded on the answer it carries.
+view), with each view's verifier scores primed from the units' (a prefix's scores are the first k of
+its unit's), so no prefix scores a candidate again. A selection with index -1 (extract-then-solve) is
+graded on the answer it carries.
 """
 
 from __future__ import annotations
@@ -104,17 +106,30 @@ def pool_views(pool, k: int | None = None, comparators: Sequence[str] | None = N
         return make_views(pool, k=k, comparators=())
 
 
+def prime_views(views, units: Sequence[UnitFacts]) -> None:
+    """Seed each view's verifier scores and answer keys from its unit's (the view's K-prefix of them),
+    where the unit carries scores for those very texts; other views score lazily as before."""
+    by_key = {u.key: u for u in units}
+    for v in views:
+        u = by_key.get(v.unit)
+        if u is None or len(u.scores) < v.k or tuple(u.texts[: v.k]) != tuple(v.texts):
+            continue
+        v._cache.setdefault("trace_scores", list(u.scores[: v.k]))
+        v._cache.setdefault("answer_keys", list(u.answer_keys[: v.k]))
+
+
 def registry_prefix_selections(pool, units: Sequence[UnitFacts], names: Sequence[str], ks: Sequence[int | None],
                                comparators: Sequence[str] | None = None) -> dict[str, dict[int | None, list[Any]]]:
     """Re-run registry selectors on the firewall views of every K-prefix (``None``: the full pool)
-    through :func:`calver.infer.select.run_selector`; :class:`Selection` s aligned with ``units``
-    (a unit without a view keeps index 0)."""
+    through :func:`calver.infer.select.run_selector`, scores primed from ``units``;
+    :class:`Selection` s aligned with ``units`` (a unit without a view keeps index 0)."""
     reg = registry_selectors()
     names = [n for n in names if n in reg]
     out: dict[str, dict[int | None, list[Any]]] = {n: {} for n in names}
     order = {u.key: i for i, u in enumerate(units)}
     for k in ks:
         views = [v for v in pool_views(pool, k, comparators) if v.unit in order]
+        prime_views(views, units)
         for n in names:
             sels: list[Any] = [0] * len(units)
             for v, s in zip(views, run_selector(reg[n], views)):

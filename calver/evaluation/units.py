@@ -1,9 +1,11 @@
 """Per-candidate facts of a frozen pool (:class:`UnitFacts`): CALVER bits/score, canonical answer
 key, correctness.
 
-Scores and answer keys are computed from the candidate text and the firewall-stripped problem only.
-Correctness is reattached afterwards through :mod:`calver.evaluation.grading` (the task predicate on
-the *source* graph, which in constructed-graph mode comes from the labels).
+Scores and answer keys are computed from the candidate text and the firewall-stripped problem only:
+:func:`load_units` reads them from the pool's score table (:mod:`calver.infer.score_table`, built and
+stored when missing or stale), so a pool is scored once. Correctness is reattached afterwards through
+:mod:`calver.evaluation.grading` (the task predicate on the *source* graph, which in constructed-graph
+mode comes from the labels).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import numpy as np
 from calver.evaluation.grading import grading_problem, grading_problems, is_correct
 from calver.infer.firewall import strip_problem
 from calver.infer.pool import Pool
+from calver.infer.score_table import ScoreTable, score_table
 from calver.infer.selectors.base import answer_key as _key_rule
-from calver.verifier import Problem, score
+from calver.verifier import Problem, TraceScore, score
 
 
 @dataclass
@@ -36,6 +39,9 @@ class UnitFacts:
     problem: Problem | None = None  # the selector-visible problem
     grading_problem: Problem | None = None  # the problem with its source graph reattached
     answers: list[Any] = field(default_factory=list)
+    # the verifier's TraceScore per candidate (full when scored in this process, else rebuilt from
+    # the score table: no slots / parsed graphs); empty for hand-built units
+    scores: list[TraceScore] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -48,7 +54,7 @@ class UnitFacts:
     def prefix(self, k: int) -> "UnitFacts":
         return dataclasses.replace(
             self, texts=self.texts[:k], totals=self.totals[:k], bits=self.bits[:k], correct=self.correct[:k],
-            answer_keys=self.answer_keys[:k], answers=self.answers[:k],
+            answer_keys=self.answer_keys[:k], answers=self.answers[:k], scores=self.scores[:k],
         )
 
 
@@ -59,10 +65,15 @@ def answer_key(problem: Problem, answer: Any) -> Hashable | None:
 
 
 def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", source_id: str = "",
-               seed: int = 0, labels: dict[str, Any] | None = None, grading: Problem | None = None) -> UnitFacts:
-    """Score every candidate on ``problem`` (no labels read), then grade the parsed answers on the
-    source graph (``grading``, or ``problem`` with the labels' source graph attached)."""
-    scores = [score(t, problem) for t in texts]
+               seed: int = 0, labels: dict[str, Any] | None = None, grading: Problem | None = None,
+               scores: Sequence[TraceScore] | None = None,
+               keys: Sequence[Hashable | None] | None = None) -> UnitFacts:
+    """Score every candidate on ``problem`` (no labels read; ``scores``/``keys``: their scores and
+    answer keys, when already known), then grade the parsed answers on the source graph
+    (``grading``, or ``problem`` with the labels' source graph attached)."""
+    scores = list(scores) if scores is not None else [score(t, problem) for t in texts]
+    if len(scores) != len(texts) or (keys is not None and len(keys) != len(texts)):
+        raise ValueError(f"unit {problem_id or problem.id}: {len(scores)} scores for {len(texts)} texts")
     gp = grading if grading is not None else grading_problem(problem, labels)
     answers = [s.answer for s in scores]
     return UnitFacts(
@@ -73,17 +84,21 @@ def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", 
         totals=np.array([s.total for s in scores], dtype=np.int64),
         bits=np.array([s.bits for s in scores], dtype=np.int64).reshape(len(scores), 6),
         correct=np.array([is_correct(gp, a) for a in answers], dtype=bool),
-        answer_keys=[answer_key(problem, a) for a in answers],
+        answer_keys=list(keys) if keys is not None else [answer_key(problem, a) for a in answers],
         problem=problem,
         grading_problem=gp,
         answers=answers,
+        scores=scores,
     )
 
 
-def load_units(pool: Pool | str, k: int | None = None) -> list[UnitFacts]:
-    """UnitFacts for every unit of a pool (optionally its K-prefix view). Scores are computed on the
-    firewall-stripped problem; the full problem (plus labels) is used only to grade."""
+def load_units(pool: Pool | str, k: int | None = None, *, table: ScoreTable | None = None,
+               log=lambda m: None) -> list[UnitFacts]:
+    """UnitFacts for every unit of a pool (optionally its K-prefix view). Scores come from ``table``
+    (default: the pool's score table, scored on the firewall-stripped problem, stored when missing
+    or stale); the full problem (plus labels) is used only to grade."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
+    table = table if table is not None else score_table(pool, log=log)
     problems = pool.problems()
     graded = grading_problems(pool)
     views: dict[str, Problem] = {}
@@ -91,8 +106,11 @@ def load_units(pool: Pool | str, k: int | None = None) -> list[UnitFacts]:
     for u in pool.units(k):
         if u.problem_id not in views:
             views[u.problem_id] = strip_problem(problems[u.problem_id])
+        key, n = (u.problem_id, u.seed), len(u.texts)
+        table.check(key, u.texts)
         out.append(unit_facts(views[u.problem_id], u.texts, problem_id=u.problem_id, source_id=u.source_id,
-                              seed=u.seed, grading=graded[u.problem_id]))
+                              seed=u.seed, grading=graded[u.problem_id], scores=table.trace_scores(key)[:n],
+                              keys=[c.answer_key for c in table[key][:n]]))
     return out
 
 

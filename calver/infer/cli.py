@@ -79,9 +79,6 @@ def add_commands(sub) -> None:
         "re-select from the scores stored in the pool.",
         renamed={"--k": "--prefixes K [K ...]"},
     )
-    # Label-reading outputs moved to `calver eval` (calver.infer never grades); kept only to say where.
-    s.add_argument("--audit", action="store_true", help=argparse.SUPPRESS)
-    s.add_argument("--report", action="store_true", help=argparse.SUPPRESS)
     s.set_defaults(func=_select)
 
 
@@ -166,12 +163,6 @@ def _build(names: list[str], cfg: SelectConfig, pool):
 
 
 def _select(args) -> int:
-    moved = {old: new for old, new, on in (("--audit", "--tie_audit", args.audit),
-                                           ("--report", "--selection_accuracy", args.report)) if on}
-    if moved:
-        print(f"calver select: error: {', '.join(moved)} moved to `calver eval --pool POOL {' '.join(moved.values())}`",
-              file=sys.stderr)
-        return 2
     try:
         cfg = parse(SelectConfig, args.config, args)
         names, optional = _names(cfg.selectors)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from calver.infer.pool import PoolError
+from calver.verifier.prepared import PreparedProblem, prepare
 from calver.verifier.problem import Problem
 
 # Keys (after lower-casing and '-'/' ' -> '_') that never reach a selector.
@@ -143,8 +144,9 @@ def data_payload_keys(task: str) -> frozenset[str]:
 
 
 def strip_problem(problem: Problem | Mapping[str, Any]) -> Problem:
-    """Rebuild ``problem`` from the allow-list: no meta, no source id, no graph in constructed mode."""
-    d = problem.to_dict() if isinstance(problem, Problem) else dict(problem)
+    """Rebuild ``problem`` from the allow-list: no meta, no source id, no graph in constructed mode.
+    A ``Problem``'s parsed graph (immutable) is kept as is, not rendered and re-parsed."""
+    d = problem.to_dict(parsed_graph=True) if isinstance(problem, Problem) else dict(problem)
     d = {k: d.get(k) for k in PROBLEM_FIELDS if k in d}
     task = str(d.get("task", ""))
     inputs = _query_inputs(task)
@@ -187,6 +189,12 @@ class SelectorView:
     @property
     def unit(self) -> tuple[str, int]:
         return (self.problem_id, self.seed)
+
+    @property
+    def prepared(self) -> PreparedProblem:
+        """``problem`` prepared for scoring (:func:`calver.verifier.prepare`): the views of one problem
+        share its stripped ``Problem`` object, and with it one PreparedProblem. Raises as ``prepare``."""
+        return prepare(self.problem)
 
     def cached(self, key: str, fn):
         """Per-view memo (CALVER scores, parsed answers) shared by the selectors of one run."""

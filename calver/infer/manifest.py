@@ -1,8 +1,9 @@
 """Pool manifests: everything needed to say which model, prompts, data and code produced a pool.
 
 ``build_manifest`` records model id + revision + content hash, adapter id + hash, prompt/contract
-version (and the hash of the system prompts used), quantization, sampling params, seeds and the
-per-unit seed rule, corpus hash, package and scorer versions, backend and its version.
+version (and the hashes of the system prompts and of the rendered user prompts), quantization,
+sampling params, seeds and the per-unit seed rule, corpus hash, package and scorer versions,
+backend and its version.
 ``fingerprint`` is the subset that must match for a run to resume into an existing pool.
 """
 
@@ -27,6 +28,15 @@ _FAST_CHUNK = 1 << 20
 
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def prompts_hash(texts: Iterable[str]) -> str:
+    """sha256 of ``texts`` in order (each length-prefixed, so no two lists share a hash)."""
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode()
+        h.update(b"%d:" % len(b) + b)
+    return "sha256:" + h.hexdigest()
 
 
 def unit_seed(seed: int, problem_id: str) -> int:
@@ -146,8 +156,9 @@ def corpus_hash(problem_rows: Iterable[dict[str, Any]]) -> str:
 
 
 def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: dict[str, str],
-                   backend: str) -> dict[str, Any]:
-    """The manifest of a pool sampled with ``cfg`` (a :class:`SampleConfig`) on ``backend``."""
+                   user_prompts: Iterable[str], backend: str) -> dict[str, Any]:
+    """The manifest of a pool sampled with ``cfg`` (a :class:`SampleConfig`) on ``backend``;
+    ``user_prompts``: the rendered user turn of each problem, in ``problem_rows`` order."""
     import calver
 
     backend_pkg = {"vllm": "vllm", "hf": "transformers"}.get(backend, backend)
@@ -164,7 +175,7 @@ def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: d
         "prompt": {
             "version": cfg.prompt_version,
             "system_prompt_hashes": {t: sha256_text(s) for t, s in sorted(system_prompts.items())},
-            "user_prompt": "calver.infer.sample.user_prompt",
+            "user_prompts_hash": prompts_hash(user_prompts),
         },
         "quantization": quant,
         "sampling": {
@@ -197,18 +208,12 @@ FINGERPRINT_KEYS = ("model.content_hash", "model.revision", "model.id", "adapter
                     "sampling", "seeds", "corpus.hash", "backend.name", "shard")
 
 
-# Renamed functions that render the same prompt: a pool written under the old name still resumes.
-_LEGACY_USER_PROMPT = {"calver.infer.sample.render_prompt": "calver.infer.sample.user_prompt"}
-
-
 def fingerprint(manifest: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key in FINGERPRINT_KEYS:
         cur: Any = manifest
         for part in key.split("."):
             cur = cur.get(part) if isinstance(cur, dict) else None
-        if isinstance(cur, dict) and cur.get("user_prompt") in _LEGACY_USER_PROMPT:
-            cur = {**cur, "user_prompt": _LEGACY_USER_PROMPT[cur["user_prompt"]]}
         out[key] = cur
     return out
 

@@ -14,7 +14,9 @@ own pool directory; ``calver pool merge`` (:mod:`calver.infer.pool_merge`) check
 into the pool an unsharded run writes.
 
 Prompts: system = the family's contract instructions, user = the problem text (supplied mode: the
-graph in arrow text, then the family's question), rendered by ``calver.data_gen.prompts``.
+graph in arrow text, then the family's question), rendered by ``calver.data_gen.prompts``. The
+manifest records a hash of the system prompts and of the rendered user prompts, so a resume with
+a changed renderer is refused.
 """
 
 from __future__ import annotations
@@ -33,15 +35,6 @@ from calver.infer.sample_config import SampleConfig
 from calver.verifier import Problem, contract_instructions
 
 SLOW_ENV = "CALVER_SAMPLE_BATCH_DELAY_S"  # testing hook: sleep after each appended batch
-
-
-# ---- prompts ---------------------------------------------------------------------------------
-# ``calver.data_gen.prompts`` is THE renderer: import ``render_prompt`` / ``user_text`` from there.
-
-
-def user_prompt(problem: Problem) -> str:
-    """A pool's user prompt as a string: the function the manifest records as ``prompt.user_prompt``."""
-    return user_text(problem)
 
 
 # ---- problems ----------------------------------------------------------------------------------
@@ -141,7 +134,8 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
     problems = {r["problem"]["id"]: Problem.from_dict(r["problem"]) for r in problem_rows}
     backend = sampler.backend if sampler is not None else resolve_backend(cfg)
     systems = {p.task: contract_instructions(p.task) for p in problems.values()}
-    manifest = build_manifest(cfg, problem_rows=problem_rows, system_prompts=systems, backend=backend)
+    manifest = build_manifest(cfg, problem_rows=problem_rows, system_prompts=systems,
+                              user_prompts=[user_text(p) for p in problems.values()], backend=backend)
     pool, done = prepare_pool(cfg, manifest, problem_rows, log)
     units = shard_units(canonical_units(problems, cfg.seeds), cfg.shard, cfg.num_shards)
     if cfg.num_shards > 1:

@@ -4,8 +4,10 @@
 view (``firewall.check_view``), runs every selector, validates that it returned only an index in
 range, one score per candidate and (for index -1 only) an answer, and writes
 ``selections/<name>.jsonl`` (``<name>@<k>`` for a K-prefix) plus ``<name>.meta.json`` holding the
-view hash. Nothing here reads a label: correctness is reattached afterwards, outside ``calver.infer``
-(:mod:`calver.evaluation.grading`, which also holds the label-reading best/worst tie audit).
+view hash. The verifier's per-candidate scores come from the pool's score table
+(:func:`calver.infer.score_table.score_table`, written here), primed into every view, so no selector
+scores a candidate. Nothing here reads a label: correctness is reattached afterwards, outside
+``calver.infer`` (:mod:`calver.evaluation.grading`, which also holds the label-reading best/worst tie audit).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Iterable, Sequence
 
 from calver.infer.firewall import SelectorView, check_view, make_views, view_hash
 from calver.infer.pool import Pool
+from calver.infer.score_table import ScoreTable, score_table
 from calver.infer.selectors import Selection, Selector, SelectorError, build_selector
 
 
@@ -54,8 +57,12 @@ def run_selection(
     *,
     write: bool = True,
     log=lambda m: None,
+    table: ScoreTable | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Select with each selector on the (K-prefix ``k``) views of ``pool``; returns rows per name."""
+    """Select with each selector on the (K-prefix ``k``) views of ``pool``; returns rows per name.
+
+    When a non-neural selector runs, the views are primed from ``table`` (default: the pool's score
+    table, built and, with ``write``, stored when missing or stale)."""
     sels = [build_selector(s) if isinstance(s, str) else s for s in selectors]
     stored = sorted({s.name for s in sels if _needs_stored(s)})
     have = set(pool.selection_names())
@@ -66,6 +73,8 @@ def run_selection(
     if k is not None and pool_k is not None and k > pool_k:
         raise SelectorError(f"--k {k} exceeds the pool's K={pool_k}")
     views = make_views(pool, k, comparators=stored)
+    if any(not s.neural for s in sels):
+        (table if table is not None else score_table(pool, write=write, log=log)).prime(views)
     vh = view_hash(views)
     out: dict[str, list[dict[str, Any]]] = {}
     for sel in sels:

@@ -3,7 +3,10 @@
 Input: :func:`calver.infer.selectors.scorers.prm_text` of the problem's user text
 (``calver.data_gen.prompts.user_text``, exactly what the infer ``prm`` selector passes) and the
 candidate trace: a user turn with the chat template's generation prompt, then the trace
-(left-truncated to ``max_length``). Label: ``score(trace, problem).total``.
+(left-truncated to ``max_length``). Label: ``score(trace, problem).total``, read from the pool's score
+table (:mod:`calver.infer.score_table`: scored once on the firewall-stripped problem, stored beside the
+pool) when that score was grounded; a constructed-mode candidate the stripped view cannot ground is
+scored on the full problem (its source graph).
 Model: ``AutoModelForSequenceClassification`` (num_labels=1, problem_type regression, pad token set)
 on a frozen base with a LoRA adapter of task type SEQ_CLS (PEFT trains and saves the ``score`` head
 with it). A transformers ``Trainer`` minimizes MSE, reports validation RMSE (and the RMSE of
@@ -41,13 +44,18 @@ from calver.train.common import (
 def prm_examples(pool_paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """One example per pool candidate: ``problem_id``, ``problem_text``, ``trace``, ``label`` (0-6)."""
     from calver.data_gen.prompts import user_text
-    from calver.infer.pool import Pool
+    from calver.infer.pool import Pool, PoolError
+    from calver.infer.score_table import score_table
     from calver.verifier import score
 
     out: list[dict[str, Any]] = []
     for root in pool_paths:
         pool = Pool(root)
         problems = pool.problems()
+        try:
+            table = score_table(pool)
+        except PoolError as e:
+            raise ConfigError(f"pool {root}: {e}") from None
         texts: dict[str, str] = {}
         for row in pool.candidate_rows():
             pid = row["problem_id"]
@@ -57,8 +65,10 @@ def prm_examples(pool_paths: Iterable[str | Path]) -> list[dict[str, Any]]:
             if pid not in texts:
                 texts[pid] = user_text(prob)
             trace = row.get("text") or ""
+            c = table.candidate(pid, int(row["seed"]), int(row["candidate_index"]))
+            label = c.total if c.grounded else score(trace, prob).total
             out.append({"problem_id": f"{root}::{pid}", "problem_text": texts[pid], "trace": trace,
-                        "label": float(score(trace, prob).total)})
+                        "label": float(label)})
     if not out:
         raise ConfigError(f"no candidates in pool(s) {list(map(str, pool_paths))}")
     return out

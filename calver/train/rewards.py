@@ -29,8 +29,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from calver.verifier import SLOTS, Problem, ProblemError, get_family, score
-from calver.verifier.scoring import is_grounded
+from calver.verifier import SLOTS, PreparedProblem, Problem, ProblemError, prepare, score
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +109,7 @@ class VerifierReward:
         self.problem_column = problem_column
         self.allow_ungrounded = bool(allow_ungrounded)
         self.__name__ = name or ("verifier" if variant == "fraction" else f"verifier_{variant}")
-        self._problems: dict[str, Problem | str] = {}  # JSON -> Problem, or the reason it is unusable
+        self._problems: dict[str, PreparedProblem | str] = {}  # JSON -> prepared problem, or why it is unusable
         self.calls = 0
         self.seconds = 0.0  # wall time inside __call__: the reward's share of a GRPO step
         self.scored = 0
@@ -120,8 +119,8 @@ class VerifierReward:
         self.last_metrics: dict[str, float] = {}
 
     # ---- problems ---------------------------------------------------------------------------
-    def problem(self, raw: Any) -> Problem | str:
-        """The Problem for a ``problem_json`` cell (cached by its string), or why there is none.
+    def problem(self, raw: Any) -> PreparedProblem | str:
+        """The prepared problem for a ``problem_json`` cell (cached by its string), or why there is none.
         Never raises for a bad cell; only ``UngroundedProblemError`` (a deliberate stop) escapes."""
         if raw is None:
             return f"no {self.problem_column}"
@@ -148,9 +147,9 @@ class VerifierReward:
         self._problems[key] = prob
         return prob
 
-    def _load(self, text: str) -> Problem | str:
-        """Problem.from_dict of the JSON ``text`` (a dict cell arrives as its key), validated as the CLI
-        does at load: the query (``normalize_query``) and the grounding rule."""
+    def _load(self, text: str) -> PreparedProblem | str:
+        """``prepare(Problem.from_dict(...))`` of the JSON ``text`` (a dict cell arrives as its key):
+        validated as the CLI does at load (the family's checks of query and data), plus the grounding rule."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -162,17 +161,14 @@ class VerifierReward:
         if not isinstance(data, dict):
             return f"{self.problem_column} holds a JSON {type(data).__name__}, not an object"
         try:
-            prob = Problem.from_dict(data)
-            family = get_family(prob.task)
-            family.normalize_query(prob)
-            grounded = self.allow_ungrounded or is_grounded(prob)
+            prob = prepare(Problem.from_dict(data))
         except ProblemError as e:
             return f"malformed problem: {e}"[:300]
         except KeyError as e:
             return f"unregistered task: {e.args[0] if e.args else e}"[:300]
         except RecursionError:
             return "malformed problem: nested too deeply"
-        if not grounded:
+        if not (self.allow_ungrounded or prob.grounded):
             raise UngroundedProblemError(
                 f"problem {prob.id or '(no id)'} ({prob.task}) is in constructed mode without its source graph: "
                 "its score would measure the trace's consistency with its own GRAPH, not correctness, and a "
@@ -219,7 +215,7 @@ class VerifierReward:
             if reason is None:
                 try:
                     ts = score(text, prob)
-                except Exception as e:  # noqa: BLE001 - score fails closed on traces; anything else is a bug to surface
+                except Exception as e:  # noqa: BLE001 - a scorer bug: this row is unscorable (counted, logged), the step goes on
                     reason = f"scorer error: {type(e).__name__}: {e}"[:300]
             if reason is not None:
                 rewards.append(None)

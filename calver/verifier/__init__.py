@@ -1,15 +1,19 @@
 """calver.verifier: deterministic six-bit checking of contract traces (pure Python + networkx/numpy).
 
 Public API: ``parse_graph``, ``Problem``, ``score``, ``grade``, ``select`` (plus ``TraceScore``,
-``CausalGraph``, ``GraphClass`` and the task registry). Never imports torch.
+``CausalGraph``, ``GraphClass`` and the task registry), and ``prepare`` (a ``PreparedProblem``: one
+problem checked and normalized once, for scoring many traces) with ``problem_fingerprint`` (a stable
+content hash). Never imports torch.
 """
 
 from calver.verifier.contract import CONTRACT_VERSION, SLOTS, split_slots
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.instructions import contract_instructions
 from calver.verifier.parsers import parse_graph, render_graph
+from calver.verifier.prepared import PreparedProblem, prepare, problem_fingerprint
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.registry import TaskFamily, families, get_family, register
+from calver.verifier.family import TaskFamily
+from calver.verifier.registry import families, get_family, register
 from calver.verifier.scoring import TIE_RULES, TraceScore, grade, score, select, select_from_scores
 
 __all__ = [
@@ -19,6 +23,7 @@ __all__ = [
     "CausalGraph",
     "GraphClass",
     "GraphError",
+    "PreparedProblem",
     "Problem",
     "ProblemError",
     "TaskFamily",
@@ -28,6 +33,8 @@ __all__ = [
     "get_family",
     "grade",
     "parse_graph",
+    "prepare",
+    "problem_fingerprint",
     "register",
     "render_graph",
     "score",

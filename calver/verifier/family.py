@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Mapping
 
 from calver.config import unknown_key_hints
 from calver.verifier.contract import format_kv, parse_call
@@ -69,7 +69,7 @@ class TraceContext:
     """Everything the bit checks of one trace may read. ``g_ver`` is the verification graph."""
 
     problem: Problem
-    query: dict[str, Any]  # the problem's normalized query
+    query: Mapping[str, Any]  # the problem's normalized query (read-only)
     slots: Any  # contract.SlotParse
     g_ver: Any = None  # CausalGraph (or a family's formal object, e.g. K&K constraints)
     trace_graph: Any = None
@@ -381,10 +381,23 @@ class TaskFamily:
             yield obj
 
     # ---- bits 3-6: overridden by families whose semantics differ -----------------------------
+    # Each hook receives the trace's TraceContext, filled by the scorer (``query``, ``slots``, ``g_ver``,
+    # ``trace_graph``, the parsed ``strategy``/``answer`` or their ``*_error``), and returns a Check:
+    # PASS, or a failure whose reason feedback shows. Fail closed: a missing slot, an unparsed object
+    # or ``g_ver is None`` fails the bit. A raised ValueError, GraphError, KeyError, TypeError or
+    # RecursionError fails it with the message, and a return value that is not a Check fails it too.
     def check_strategy(self, ctx: TraceContext) -> Check:
+        """Bit 3 (STRATEGY): the parsed STRATEGY (``ctx.strategy``) holds on the verification object
+        ``ctx.g_ver`` for ``ctx.query``: the object satisfies the family's predicate, or, for decision
+        families, the evidence (e.g. a witness path) is sound. Fails with ``ctx.strategy_error`` when
+        STRATEGY is missing or does not parse."""
         raise NotImplementedError
 
     def check_derivation(self, ctx: TraceContext) -> Check:
+        """Bit 4 (DERIVATION): the record ``operation(key=value, ...)`` names the family's operation,
+        binds the query (:meth:`derivation_call`), repeats the STRATEGY object and, where the family
+        lists witnesses, each witness path holds on ``ctx.g_ver``. With :attr:`derivation_reads`
+        declared, it may read only those slots (the scorer memoizes it on them)."""
         raise NotImplementedError
 
     def derivation_binds(self, args: dict[str, str], query: dict[str, Any], keys: tuple[str, ...] | None = None,
@@ -415,9 +428,15 @@ class TaskFamily:
         return (args, PASS) if check.ok else (None, check)
 
     def check_result(self, ctx: TraceContext) -> Check:
+        """Bit 5 (RESULT): the declared outcome equals the verifier's own recomputation on
+        ``ctx.g_ver``: of the returned object's validity (find-one-valid families), or of the
+        decision or effect itself (decision families, e.g. reachability, ATE)."""
         raise NotImplementedError
 
     def check_answer(self, ctx: TraceContext) -> Check:
+        """Bit 6 (ANSWER): ``ctx.answer`` agrees with the trace: for find-one-valid families it equals
+        STRATEGY and RESULT declares it valid; decision families tie it to RESULT/STRATEGY or to the
+        exact decision. Fails with ``ctx.answer_error`` when ANSWER is missing or does not parse."""
         raise NotImplementedError
 
     # ---- rendering ----------------------------------------------------------------------------

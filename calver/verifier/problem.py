@@ -13,7 +13,7 @@ MODES = ("supplied", "constructed")
 _FIELD_TYPES = (
     ("task", str, "a task name (a string)"),  # required: also refused when null (below)
     ("query", dict, "an object"),
-    ("graph", (str, dict, list), "graph text or a JSON edge list / parents map"),
+    ("graph", (str, dict, list, CausalGraph), "graph text or a JSON edge list / parents map"),
     ("graph_format", str, "a format name (a string)"),
     ("graph_class", (str, GraphClass), "a graph class name (a string)"),
     ("text", str, "a string"),
@@ -36,9 +36,10 @@ class Problem:
 
     - ``task``: a registered task family name (``backdoor_set`` ...).
     - ``query``: the family's query dict (``treatment``, ``outcome``, ``variant`` ...).
-    - ``graph``: the source graph G*. In ``supplied`` mode it is shown to the policy and used for
-      scoring; in ``constructed`` mode it is a label: scoring uses each trace's own graph and
-      only ``grade`` reads G*.
+    - ``graph``: the source graph G*. Both modes judge b3-b6 on it when present
+      (``TaskFamily.verification_object``); ``supplied`` mode also shows it to the policy, while in
+      ``constructed`` mode it is a label the firewall strips. A constructed-mode problem without it is
+      judged on each trace's own GRAPH (``TraceScore.grounded`` is False).
     - ``text``: the prompt's description (prose for constructed mode; optional otherwise).
     - ``variables``: the prompt's variables (constructed mode: a trace graph may use only these).
     - ``data``: family payload visible to the policy (CPTs for ATE, statements for K&K).
@@ -89,7 +90,9 @@ class Problem:
     # ---- JSON ---------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Problem":
-        """Build from the documented JSON form (see ``calver verify --help``)."""
+        """Build from the documented JSON form (see ``calver verify --help``). ``graph`` may also be a
+        parsed :class:`CausalGraph` (``to_dict(parsed_graph=True)``): it is used as is, not re-parsed,
+        unless ``graph_class`` names another class."""
         from calver.verifier.parsers import parse_graph
 
         if not isinstance(d, dict):
@@ -112,7 +115,11 @@ class Problem:
                 raise ProblemError(f"field {key!r} must be {what}, got {type(d[key]).__name__}")
         graph = None
         raw = d.get("graph")
-        if raw is not None:
+        if isinstance(raw, CausalGraph) and d.get("graph_class") in (None, raw.kind):
+            graph = raw
+        elif raw is not None:
+            if isinstance(raw, CausalGraph):  # another class: validated by a parse, as for its text
+                raw = raw.to_text()
             try:
                 text = raw if isinstance(raw, str) else json.dumps(raw)
                 graph = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"))
@@ -134,11 +141,14 @@ class Problem:
             meta=dict(d.get("meta") or {}),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, parsed_graph: bool = False) -> dict[str, Any]:
+        """The JSON form; ``parsed_graph``: the :class:`CausalGraph` itself under ``graph`` (not JSON;
+        ``from_dict`` takes it back without a parse)."""
+        graph = self.graph if parsed_graph or self.graph is None else self.graph.to_text()
         return {
             "task": self.task,
             "query": dict(self.query),
-            "graph": self.graph.to_text() if self.graph is not None else None,
+            "graph": graph,
             "graph_class": self.graph_class.value if self.graph_class else None,
             "text": self.text,
             "mode": self.mode,
@@ -154,3 +164,28 @@ class Problem:
         from calver.verifier.registry import get_family
 
         return get_family(self.task)
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def copy_containers(obj: Any) -> Any:
+    """``obj`` with every dict, list and set copied at any depth (subclasses as their base type); other
+    values are shared, frozensets and hashable tuples too (they hold only immutable values). A deep copy
+    of JSON-like data; ``RecursionError`` past Python's recursion limit."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out[k] = v if type(v) in _ATOMS else copy_containers(v)
+        return out
+    if isinstance(obj, list):
+        return [v if type(v) in _ATOMS else copy_containers(v) for v in obj]
+    if isinstance(obj, set):
+        return set(obj)
+    if isinstance(obj, tuple):
+        try:
+            hash(obj)
+            return obj
+        except TypeError:  # it holds a list or dict
+            return tuple(copy_containers(v) for v in obj)
+    return obj

@@ -1,27 +1,11 @@
 """Task registry: :func:`register` a :class:`~calver.verifier.family.TaskFamily` subclass, look it
 up with :func:`get_family`. The scorer (`calver.verifier.scoring`) runs the same six-bit pipeline for
 every registered family; unregistered tasks fail closed there.
-
-The family base class lives in :mod:`calver.verifier.family` and value parsing in
-:mod:`calver.verifier.values`; their names are re-exported here for existing imports.
 """
 
 from __future__ import annotations
 
-from calver.verifier.family import (  # noqa: F401  (re-exported)
-    ANSWER_TYPES,
-    PASS,
-    Check,
-    TaskFamily,
-    TraceContext,
-)
-from calver.verifier.values import (  # noqa: F401  (re-exported)
-    _graph_diff,
-    graph_diff,
-    normalize_value,
-    parse_bool,
-    values_equal,
-)
+from calver.verifier.family import ANSWER_TYPES, TaskFamily
 
 _REGISTRY: dict[str, TaskFamily] = {}
 

@@ -374,12 +374,3 @@ def brute_force_joint(scm: BinarySCM) -> dict[tuple[int, ...], float]:
         out[vals] = p
     return out
 
-
-def __getattr__(name: str):
-    # ``strict_certificate`` moved to the ATE family (calver.verifier.tasks.ate); resolved lazily so
-    # this module stays SCM math that imports neither the scorer nor the registry.
-    if name == "strict_certificate":
-        from calver.verifier.tasks.ate import strict_certificate
-
-        return strict_certificate
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

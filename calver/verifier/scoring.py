@@ -7,12 +7,13 @@ malformed *problem* (a ``ProblemError`` naming the field), since that is the cal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from calver.verifier.contract import SLOTS, SlotParse, parse_kv, split_slots
 from calver.verifier.family import Check, TraceContext
 from calver.verifier.graph import GraphError
-from calver.verifier.memo import Memo, charge
+from calver.verifier.memo import charge
+from calver.verifier.prepared import PreparedProblem, prepare
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import get_family
 from calver.verifier.values import normalize_value, values_equal
@@ -55,45 +56,12 @@ class TraceScore:
                 "grounded": self.grounded}
 
 
-# id(problem) -> (problem, normalized query, memo of its slot checks); every entry is charged to the
-# verifier's one memo budget (calver.verifier.memo), so a long GRPO run of ever new texts stays bounded.
-_PROBLEMS = Memo("problem")
-
-
 def _memo_put(memo: dict, key: tuple, text: str | int | None, value: Any, per_char: int = 8) -> Any:
     """Store ``value`` under ``key`` in a problem's slot memo, charged ``per_char`` bytes per character of
     ``text`` (or a character count)."""
     charge(512 + per_char * (text if isinstance(text, int) else len(text or "")))
     memo[key] = value
     return value
-
-
-def _problem_cost(problem: Problem) -> int:
-    g = problem.graph
-    size = 0 if g is None else len(g.nodes) + len(g.directed) + len(g.bidirected)
-    return 4096 + 512 * size + 8 * len(problem.text or "")
-
-
-def _problem_state(problem: Problem, family) -> tuple[dict[str, Any], dict[Any, Any]]:
-    """(normalized query, memo of slot checks that depend only on slot text + problem).
-
-    A problem is scored K times and its candidates repeat GRAPH/QUERY slots, so b1 and b2 are
-    computed once per distinct slot text. Keyed by identity: ``Problem`` is mutable, so callers
-    that mutate a problem between scores get a fresh entry only for a new object.
-    """
-    hit = _PROBLEMS.get(id(problem))
-    if hit is not None and hit[0] is problem:
-        return hit[1], hit[2]
-    try:
-        q = family.normalize_query(problem)
-    except ProblemError:
-        raise
-    except (ValueError, TypeError, KeyError, AttributeError, GraphError, RecursionError) as e:
-        # a family that let a malformed field through: still the documented error, naming the problem
-        raise ProblemError(f"malformed {problem.task} problem: {type(e).__name__}: {e}") from None
-    memo: dict[Any, Any] = {}
-    _PROBLEMS.put(id(problem), (problem, q, memo), _problem_cost(problem))
-    return q, memo
 
 
 def _safe(fn, *args) -> Check:
@@ -107,13 +75,17 @@ def _safe(fn, *args) -> Check:
     return result
 
 
-def score(trace_text: str, problem: Problem) -> TraceScore:
-    """Score one trace against ``problem``: six bits, their total, and a reason per failed bit."""
+def score(trace_text: str, problem: Problem | PreparedProblem) -> TraceScore:
+    """Score one trace against ``problem``: six bits, their total, and a reason per failed bit.
+
+    A pool's candidates repeat GRAPH/QUERY/DERIVATION slots, so slot checks are memoized per problem
+    (:mod:`calver.verifier.prepared`): pass a :class:`PreparedProblem` when scoring many traces, or the
+    same unchanged ``Problem`` object (found again by identity and re-checked by equality)."""
     try:
-        family = get_family(problem.task)
-    except KeyError as e:
+        prepared = prepare(problem)
+    except KeyError as e:  # only get_family's: prepare turns a family's KeyError into a ProblemError
         return TraceScore([0] * 6, {s: f"unregistered task: {e.args[0]}" for s in SLOTS}, task=problem.task)
-    query, memo = _problem_state(problem, family)
+    problem, family, query, memo = prepared.problem, prepared.family, prepared.query, prepared.memo
     slots = split_slots(trace_text)
     ctx = TraceContext(problem=problem, query=query, slots=slots, memo=memo)
     ctx.remember = lambda key, size, value: _memo_put(memo, key, size, value)
@@ -142,10 +114,8 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
             _memo_put(memo, ("GRAPH", gtext), gtext, hit, per_char=32)  # holds the parsed graph
         ctx.trace_graph = hit[0]
         record(0, "GRAPH", hit[1])
-    source = _source(problem, family, memo)
-    grounded = source is not None or problem.mode == "supplied"
     # the source in both modes; sourceless constructed mode: the trace's own graph if it passed b1
-    ctx.g_ver = family.verification_graph(problem, ctx.trace_graph, bits[0] == 1, source)
+    ctx.g_ver = family.verification_graph(problem, ctx.trace_graph, bits[0] == 1, prepared.source)
 
     # b2 query ------------------------------------------------------------------------------
     qkey = ("QUERY", slots.get("QUERY"), slots.problems.get("QUERY"))  # the reason differs by problem
@@ -182,35 +152,26 @@ def score(trace_text: str, problem: Problem) -> TraceScore:
         record(3, "DERIVATION", hit[1])
     record(4, "RESULT", _safe(family.check_result, ctx))
     record(5, "ANSWER", _safe(family.check_answer, ctx))
-    return TraceScore(bits, reasons, ctx.answer, problem.task, grounded, slots, ctx.trace_graph, ctx.g_ver)
+    return TraceScore(bits, reasons, ctx.answer, problem.task, prepared.grounded, slots, ctx.trace_graph,
+                      ctx.g_ver)
 
 
-def _source(problem: Problem, family, memo: dict) -> Any:
-    """The family's verification object for ``problem`` (memoized per problem; None when sourceless)."""
-    if "source" not in memo:
-        try:
-            memo["source"] = family.verification_object(problem)
-        except ProblemError:
-            raise
-        except (ValueError, TypeError, KeyError, AttributeError, GraphError, RecursionError) as e:
-            raise ProblemError(f"malformed {problem.task} problem: {type(e).__name__}: {e}") from None
-    return memo["source"]
-
-
-def verification_object(trace_text: str, problem: Problem) -> Any:
+def verification_object(trace_text: str, problem: Problem | PreparedProblem) -> Any:
     """What ``trace_text`` is judged on, exactly as :func:`score` judges it (``TraceScore.g_ver``):
     the problem's source (G*, or the family's formal object) when it has one, else the trace's own
     GRAPH slot if it passed b1, else None."""
     return score(trace_text, problem).g_ver
 
 
-def is_grounded(problem: Problem) -> bool:
+def is_grounded(problem: Problem | PreparedProblem) -> bool:
     """Whether scores on ``problem`` are judged against its source (see ``TraceScore.grounded``).
     Raises ``KeyError`` for an unregistered task and ``ProblemError`` for a malformed problem."""
+    if isinstance(problem, PreparedProblem):
+        return problem.grounded
     return problem.mode == "supplied" or get_family(problem.task).verification_object(problem) is not None
 
 
-def check_query(slots, family, problem: Problem, query: dict[str, Any]) -> Check:
+def check_query(slots, family, problem: Problem, query: Mapping[str, Any]) -> Check:
     text = slots.get("QUERY")
     if text is None:
         return Check.fail(slots.problems["QUERY"])
@@ -247,13 +208,16 @@ def check_query(slots, family, problem: Problem, query: dict[str, Any]) -> Check
     return Check(True)
 
 
-def grade(problem: Problem, answer: Any) -> bool:
+def grade(problem: Problem | PreparedProblem, answer: Any) -> bool:
     """Is ``answer`` correct for ``problem`` on its source graph (the task predicate, no reference)?
 
     ``answer`` may be ANSWER-slot text or a Python object (set of nodes, list path, bool, number,
     dict assignment). An answer that does not parse is wrong.
     """
-    family = get_family(problem.task)
+    if isinstance(problem, PreparedProblem):
+        family, problem = problem.family, problem.problem
+    else:
+        family = get_family(problem.task)
     try:
         obj = family.object_for(problem, answer)  # problem-aware: K&K reads the puzzle's role words
     except ProblemError:
@@ -268,7 +232,7 @@ def grade(problem: Problem, answer: Any) -> bool:
         return False
 
 
-def select(traces: Sequence[str], problem: Problem, tie: str = "first") -> int:
+def select(traces: Sequence[str], problem: Problem | PreparedProblem, tie: str = "first") -> int:
     """CALVER: among the traces with the maximum score, the earliest whose ANSWER parsed, else the
     earliest (``first``, the deployed rule; see :func:`select_from_scores`).
 
@@ -279,6 +243,10 @@ def select(traces: Sequence[str], problem: Problem, tie: str = "first") -> int:
         raise ValueError(f"tie must be one of {TIE_RULES}, got {tie!r}")
     if not traces:
         raise ValueError("select needs at least one trace")
+    try:
+        problem = prepare(problem)
+    except KeyError:  # an unregistered task: score fails every trace closed
+        pass
     scores = [score(t, problem) for t in traces]
     totals = [s.total for s in scores]
     correct = None

@@ -139,7 +139,6 @@ def graph_diff(got: CausalGraph, want: CausalGraph, what: str = "the supplied gr
     return f"GRAPH differs from {what}: " + "; ".join(parts)
 
 
-_graph_diff = graph_diff  # the name registry.py exported before the split
 
 
 def format_value(kind: str, value: Any) -> str:

@@ -32,7 +32,7 @@ from calver.data_gen.generators.families import (
     task_variants,
 )
 from calver.data_gen.names import node_names
-from calver.data_gen.prompts import problem_text
+from calver.data_gen.prompts import problem_text, prompt_encoding
 from calver.verifier.problem import Problem
 from calver.verifier.registry import get_family
 from calver.verifier.family import TooLargeToGrade
@@ -115,6 +115,7 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
             encoding = cfg.encoding[0] if len(cfg.encoding) == 1 else rng.choice(cfg.encoding)
             pid = f"{task}-{cfg.seed}-{idx}"
             meta = {
+                "source": "generated",
                 "validity_class": class_to_json(task, objs),
                 "n_valid": len(objs),
                 "validity_class_truncated": truncated,
@@ -150,8 +151,9 @@ def _graph_generator(task: str, spec: FamilySpec) -> Generator:
 
 
 def _item_generator(task: str, make: Callable[[int, GenConfig], "Problem | None"]) -> Generator:
-    """``make``'s problems completed: id and source id, generator provenance, and the validity class
-    (enumerated by the family when ``make`` stored none)."""
+    """``make``'s problems completed: id and source id, generator provenance, the validity class
+    (enumerated by the family when ``make`` stored none) and the breakdown fields ``source``
+    (default ``"generated"``) and ``encoding`` (read off the prompt when ``make`` set none)."""
 
     def gen(idx: int, cfg: GenConfig) -> Problem | None:
         p = make(idx, cfg)
@@ -176,6 +178,11 @@ def _item_generator(task: str, make: Callable[[int, GenConfig], "Problem | None"
         if "generator" in meta and not isinstance(meta["generator"], dict):
             meta["generator_module"] = meta.pop("generator")
         meta.setdefault("generator", generator_meta(task, idx, cfg))
+        meta.setdefault("source", "generated")
+        if "encoding" not in meta:
+            enc = prompt_encoding(p)
+            if enc is not None:
+                meta["encoding"] = enc
         p.meta = meta
         return p
 

@@ -4,8 +4,7 @@
 * :mod:`.refine` -- revision rounds and the token-matched best-of-K' baseline (graded and reported by
   :mod:`calver.evaluation.refine_eval`, ``calver refine``);
 * :mod:`.router` -- graph agreement and the routing decision (threshold chosen and reported by
-  :mod:`calver.evaluation.router_calibration`, ``calver route``);
-* :mod:`.small_pools` -- small deterministic problem sets and pools for these experiments and tests.
+  :mod:`calver.evaluation.router_calibration`, ``calver route``).
 
 Submodules import lazily; nothing here loads torch.
 """

@@ -2,9 +2,10 @@
 
 ``feedback_for(trace, problem)`` scores the trace (:func:`calver.verifier.score`), and for every
 failed bit writes one line: the slot, the family's reason (each family explains its own failures,
-e.g. ``{M} contains M, a descendant of treatment X (X -> M)``), and the slot's contract text (the
-same per-family slot doc the system prompt shows, from :func:`calver.verifier.contract_instructions`),
-so any registered family gets feedback with no extra code.
+e.g. ``Z contains M, a descendant of treatment X (X -> M)`` for the backdoor set ``{M}``), and the
+slot's contract text (the same per-family slot doc the system prompt shows, from
+:func:`calver.verifier.contract_instructions`), so any registered family gets feedback with no extra
+code.
 
 No label can leak: the caller passes the firewall-stripped problem (:func:`calver.infer.firewall.
 strip_problem`), so in constructed mode every reason is computed on the trace's *own* GRAPH, and

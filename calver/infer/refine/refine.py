@@ -11,8 +11,10 @@ sampled from the original prompt until their tokens reach what refinement spent 
 (best-of-K', K' >= K), then CALVER selects. Sampled tokens are completion tokens (``num_tokens``);
 prompt tokens of the revision prompts are reported beside them.
 
-Scoring and feedback read only the firewall views (label-free problems). Grading the arms and the
-``calver refine`` report live in :mod:`calver.evaluation.refine_eval`.
+Scoring and feedback read only the firewall views (label-free problems). Round 0's scores come from
+the pool's score table (:mod:`calver.infer.score_table`); a revision or extra sample is scored once,
+unless it repeats a text the problem's units already have. Grading the arms and the ``calver refine`` report live
+in :mod:`calver.evaluation.refine_eval`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from calver.data_gen.prompts import render_prompt as prompt_messages
 from calver.infer.firewall import SelectorView, make_views
 from calver.infer.pool import Pool
 from calver.infer.refine.feedback import feedback_for
-from calver.verifier import SLOTS, score, select_from_scores
+from calver.infer.score_table import ScoreTable, score_table
+from calver.infer.selectors import candidate_scores
+from calver.verifier import SLOTS, TraceScore, score, select_from_scores
 
 MAX_SCORE = len(SLOTS)
 
@@ -94,9 +98,21 @@ class Cand:
     answer: Any = field(default=None, repr=False)
 
 
-def _cand(text: str, n_tok: int, origin: str, rnd: int, view: SelectorView) -> Cand:
-    ts = score(text, view.problem)
+def _cand(text: str, n_tok: int, origin: str, rnd: int, view: SelectorView, known: dict[str, TraceScore]) -> Cand:
+    """A candidate of ``view``'s unit; ``known`` (text -> score, per problem) scores a repeated text once."""
+    ts = known.get(text)
+    if ts is None:
+        ts = known[text] = score(text, view.problem)
     return Cand(text, int(n_tok), origin, rnd, ts.total, list(ts.bits), ts.answer)
+
+
+def _feedback(c: Cand, view: SelectorView, known: dict[str, TraceScore]) -> str:
+    """Feedback on ``c`` from a score that holds the parse feedback reads (slots, g_ver): a stored
+    score has none, so that text is scored once more (and kept for the problem's other units)."""
+    ts = known.get(c.text)
+    if ts is None or ts.slots is None:
+        ts = known[c.text] = score(c.text, view.problem)
+    return feedback_for(c.text, view.problem, ts)
 
 
 def calver_pick(cands: Sequence[Cand]) -> int:
@@ -120,11 +136,18 @@ def revision_messages(view: SelectorView, trace: str, feedback: str) -> list[dic
 # ---- refinement ---------------------------------------------------------------------------------
 def refine_units(views: Sequence[SelectorView], pool_rows: dict, sampler, cfg: RefineConfig,
                  scfg_of) -> list[dict[str, Any]]:
-    """Run the revision rounds; one state dict per unit (candidates, rounds log, stop reason)."""
+    """Run the revision rounds; one state dict per unit (candidates, rounds log, stop reason). Round 0
+    is scored through the views (:func:`~calver.infer.selectors.candidate_scores`: primed from the
+    score table by :func:`refine_pool`)."""
     states = []
+    by_problem: dict[str, dict[str, TraceScore]] = {}  # text -> score, shared by a problem's units
     for v in views:
-        cands = [_cand(t, r.get("num_tokens", 0), "pool", 0, v) for t, r in zip(v.texts, pool_rows[v.unit])]
-        states.append({"view": v, "cands": cands, "rounds": [], "prompt_tokens": 0,
+        known = by_problem.setdefault(v.problem_id, {})
+        for t, ts in zip(v.texts, candidate_scores(v)):
+            if t not in known or known[t].slots is None:
+                known[t] = ts
+        cands = [_cand(t, r.get("num_tokens", 0), "pool", 0, v, known) for t, r in zip(v.texts, pool_rows[v.unit])]
+        states.append({"view": v, "cands": cands, "rounds": [], "prompt_tokens": 0, "known": known,
                        "stop": "pool_max" if max(c.total for c in cands) == MAX_SCORE else None})
     for rnd in range(1, cfg.rounds + 1):
         active = [s for s in states if s["stop"] is None]
@@ -134,7 +157,7 @@ def refine_units(views: Sequence[SelectorView], pool_rows: dict, sampler, cfg: R
         for s in active:
             v, cands = s["view"], s["cands"]
             i = current_best(cands)
-            fb = feedback_for(cands[i].text, v.problem)
+            fb = _feedback(cands[i], v, s["known"])
             msgs = revision_messages(v, cands[i].text, fb)
             s["rounds"].append({"round": rnd, "revised": i, "revised_score": cands[i].total, "feedback": fb})
             prompts.append(msgs)
@@ -143,7 +166,7 @@ def refine_units(views: Sequence[SelectorView], pool_rows: dict, sampler, cfg: R
         for s, msgs, comps in zip(active, prompts, res):
             v = s["view"]
             s["prompt_tokens"] += _prompt_len(sampler, msgs) * len(comps)
-            new = [_cand(c.text, c.num_tokens, "revision", rnd, v) for c in comps]
+            new = [_cand(c.text, c.num_tokens, "revision", rnd, v, s["known"]) for c in comps]
             s["cands"] += new
             s["rounds"][-1]["scores"] = [c.total for c in new]
             s["rounds"][-1]["tokens"] = sum(c.num_tokens for c in new)
@@ -187,18 +210,21 @@ def matched_best_of_k(states: list[dict[str, Any]], sampler, cfg: RefineConfig, 
                 for c in comps:
                     if sum(x.num_tokens for x in s["extra"]) >= s["budget"]:
                         break  # the prefix that first reaches the budget
-                    s["extra"].append(_cand(c.text, c.num_tokens, "extra", call, s["view"]))
+                    s["extra"].append(_cand(c.text, c.num_tokens, "extra", call, s["view"], s["known"]))
                 if not comps or all(c.num_tokens == 0 for c in comps):
                     s["budget"] = 0  # a sampler that writes nothing cannot reach the budget
 
 
 # ---- the run ------------------------------------------------------------------------------------
-def refine_pool(pool: Pool | str, sampler, cfg: RefineConfig | None = None, log=lambda m: None) -> list[dict[str, Any]]:
+def refine_pool(pool: Pool | str, sampler, cfg: RefineConfig | None = None, log=lambda m: None, *,
+                table: ScoreTable | None = None) -> list[dict[str, Any]]:
     """Revision rounds on every unit of ``pool`` (its ``cfg.k``-prefix) and, when ``cfg.baseline``,
-    the token-matched best-of-K' candidates; one state dict per unit (see :func:`arm_candidates`)."""
+    the token-matched best-of-K' candidates; one state dict per unit (see :func:`arm_candidates`).
+    Round 0's scores: ``table`` (default: the pool's score table, stored when missing)."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     cfg = cfg or RefineConfig()
     views = make_views(pool, cfg.k)
+    (table if table is not None else score_table(pool, log=log)).prime(views)
     rows = {(u.problem_id, u.seed): u.rows for u in pool.units(cfg.k)}
     scfg_of = lambda n: sampling_config(pool, cfg, n)  # noqa: E731
     states = refine_units(views, rows, sampler, cfg, scfg_of)

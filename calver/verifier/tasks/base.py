@@ -17,7 +17,7 @@ from calver.verifier.contract import format_kv, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext, WorkBudget, node_order
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.memo import Memo, text_cost
-from calver.verifier.values import (  # noqa: F401  (cached_node_set / cached_path re-exported)
+from calver.verifier.values import (
     cached_node_set,
     cached_path,
     format_value,

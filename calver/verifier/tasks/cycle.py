@@ -9,7 +9,8 @@ from calver.verifier.contract import format_path
 from calver.verifier.family import PASS, Check, node_order
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.registry import register
-from calver.verifier.tasks.base import NodeSetFamily, cached_path
+from calver.verifier.tasks.base import NodeSetFamily
+from calver.verifier.values import cached_path
 
 
 def _canonical_cycle(nodes: tuple[str, ...]) -> tuple[str, ...]:

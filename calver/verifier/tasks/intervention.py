@@ -167,6 +167,8 @@ class InterventionReachability(TaskFamily):
 
     # rendering ----------------------------------------------------------------------------------
     def grade(self, problem, obj):
+        if problem.graph is None:
+            return super().grade(problem, obj)  # refuses: no source graph
         if not isinstance(obj, bool):
             return False
         return obj == self.truth(problem.graph, self.normalize_query(problem))

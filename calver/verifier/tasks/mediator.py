@@ -19,7 +19,8 @@ from calver.verifier.contract import format_path, format_set
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.family import PASS, Check
 from calver.verifier.registry import register
-from calver.verifier.tasks.base import NodeSetFamily, cached_path, split_paths
+from calver.verifier.tasks.base import NodeSetFamily, split_paths
+from calver.verifier.values import cached_path
 
 
 def walk_violation(g: CausalGraph, text: str, x: str, y: str) -> str | None:

@@ -14,17 +14,17 @@ from itertools import combinations
 from typing import Any, Iterator
 
 from calver.verifier.contract import format_path
-from calver.verifier.family import PASS, Check, TraceContext, node_order
+from calver.verifier.family import PASS, Check, TooLargeToGrade, TraceContext, node_order
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
-from calver.verifier.tasks.base import NodeSetFamily, cached_path
+from calver.verifier.tasks.base import NodeSetFamily
 from calver.verifier.tasks.paths import (
-    TooLargeToGrade,
     longest_path_length,
     path_class,
     shortest_path_length,
 )
+from calver.verifier.values import cached_path
 
 
 class _Unknown(Check):

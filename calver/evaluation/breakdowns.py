@@ -1,0 +1,138 @@
+"""Breakdowns (``calver eval --by FIELD``): the headline table computed within each stratum of a field.
+
+A field is read from the unit's full problem (task, mode, graph class, and the analysis-only
+``Problem.meta`` keys every adapter fills: ``source``, ``network``, ``encoding``, ``text_level``,
+``people``, ``ate``, ``n_valid``), never from a selector's view. ``policy`` is the pool a unit came
+from when several pools are evaluated together. A unit whose problem does not record the field falls in
+the stratum ``n/a`` (counted in :attr:`Breakdown.n_missing`). Intervals resample the stratum's own
+source-problem clusters.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from typing import Any, Callable, Hashable, Mapping, Sequence
+
+import numpy as np
+
+from calver.evaluation.bootstrap import mean_ci, paired_diff_ci
+from calver.evaluation.metrics import coverage, selected_correct
+from calver.evaluation.results import Breakdown, BreakdownRow, Interval
+from calver.evaluation.units import UnitFacts
+
+MISSING = "n/a"
+# |ATE - threshold| band edges: how close the effect sits to the decision boundary
+ATE_MARGIN_EDGES = (0.01, 0.05, 0.1)
+
+
+def _meta(key: str) -> Callable[[UnitFacts], Any]:
+    def get(u: UnitFacts) -> Any:
+        p = u.grading_problem or u.problem
+        return None if p is None else p.meta.get(key)
+    return get
+
+
+def _problem(attr: str) -> Callable[[UnitFacts], Any]:
+    def get(u: UnitFacts) -> Any:
+        p = u.grading_problem or u.problem
+        value = None if p is None else getattr(p, attr)
+        return getattr(value, "value", value)  # GraphClass -> its name
+    return get
+
+
+def ate_margin_band(margin: float) -> str:
+    """The band of ``|ATE - threshold|``: ``[0, 0.01)``, ``[0.01, 0.05)``, ``[0.05, 0.1)``, ``>= 0.1``."""
+    lo = 0.0
+    for hi in ATE_MARGIN_EDGES:
+        if margin < hi:
+            return f"[{lo:g}, {hi:g})"
+        lo = hi
+    return f">= {lo:g}"
+
+
+def _ate_margin(u: UnitFacts) -> str | None:
+    p = u.grading_problem or u.problem
+    if p is None or "ate" not in p.meta:
+        return None
+    try:
+        margin = abs(float(p.meta["ate"]) - float(p.query["threshold"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return ate_margin_band(margin) if math.isfinite(margin) else None
+
+
+def _validity_class(u: UnitFacts) -> str | None:
+    n = _meta("n_valid")(u)
+    if n is None or isinstance(n, bool) or not isinstance(n, int):
+        return None
+    return "none" if n == 0 else "one" if n == 1 else "many"
+
+
+BY_FIELDS: dict[str, Callable[[UnitFacts], Any]] = {
+    "task": _problem("task"),
+    "graph_class": _problem("graph_class"),
+    "mode": _problem("mode"),
+    "source": _meta("source"),
+    "network": _meta("network"),
+    "encoding": _meta("encoding"),
+    "text_level": _meta("text_level"),
+    "people": _meta("people"),
+    "ate_margin": _ate_margin,
+    "validity_class": _validity_class,  # one / many satisfiers (meta n_valid)
+}
+POLICY_FIELD = "policy"
+
+
+def check_fields(fields: Sequence[str], *, policy: bool = False) -> list[str]:
+    """``fields`` deduplicated, or a ValueError naming an unknown one (with a did-you-mean)."""
+    known = [*BY_FIELDS, *([POLICY_FIELD] if policy else [])]
+    out = []
+    for f in fields:
+        if f not in known:
+            close = difflib.get_close_matches(f, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"unknown breakdown field {f!r}{hint}; known: {', '.join(known)}")
+        if f not in out:
+            out.append(f)
+    return out
+
+
+def _sort_key(stratum: str) -> tuple:
+    try:
+        return (0, float(stratum), stratum)
+    except ValueError:
+        return (1 if stratum != MISSING else 2, 0.0, stratum)
+
+
+def breakdowns(units: Sequence[UnitFacts], indices: Mapping[str, Mapping[Hashable, Any]], fields: Sequence[str], *,
+               keys: Sequence[Hashable] | None = None, policies: Sequence[str] | None = None, draws: int = 2000,
+               seed: int = 0, target: str = "calver", baseline: str = "plurality") -> dict[str, Breakdown]:
+    """{field: :class:`Breakdown`} over ``units`` (each covered by every selector in ``indices``)."""
+    fields = check_fields(fields, policy=policies is not None)
+    keys = [u.key for u in units] if keys is None else list(keys)
+    out: dict[str, Breakdown] = {}
+    for f in fields:
+        if f == POLICY_FIELD:
+            values = [str(p) for p in policies or ()]
+        else:
+            values = [MISSING if (v := BY_FIELDS[f](u)) is None else str(v) for u in units]
+        rows = []
+        for stratum in sorted(set(values), key=_sort_key):
+            idx = [j for j, v in enumerate(values) if v == stratum]
+            sub = [units[j] for j in idx]
+            clusters = [u.source_id for u in sub]
+            correct = {n: selected_correct(sub, [sel[keys[j]] for j in idx]) for n, sel in indices.items()}
+            rows.append(BreakdownRow(
+                stratum=stratum, n_units=len(sub), n_clusters=len(set(clusters)),
+                accuracy={n: Interval.of(mean_ci(c, clusters, draws=draws, seed=seed)) for n, c in correct.items()},
+                coverage=Interval.of(mean_ci(coverage(sub).astype(np.float64), clusters, draws=draws, seed=seed)),
+                paired={n: Interval.of(paired_diff_ci(correct[target], c, clusters, draws=draws, seed=seed))
+                        for n, c in correct.items() if n != target and target in correct},
+            ))
+        out[f] = Breakdown(field=f, target=target, baseline=baseline, rows=rows, n_missing=values.count(MISSING))
+    return out
+
+
+__all__ = ["ATE_MARGIN_EDGES", "BY_FIELDS", "MISSING", "POLICY_FIELD", "ate_margin_band", "breakdowns",
+           "check_fields"]
