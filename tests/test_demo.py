@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -66,28 +69,38 @@ def test_tiny_model_cli_builds_a_model_whose_phrases_are_single_tokens(tmp_path)
     assert main(["tiny-model", "--out", str(tmp_path / "x"), "--hidden", "100", "--heads", "3"]) == 2
 
 
+# Runs ``calver demo --quick`` in a fresh interpreter with every ``score`` binding counted (a demo in the
+# test process would leave wandb's and torch's process-wide state to the tests after it).
+_COUNTING_DEMO = """
+import json, sys
+import pytest
+sys.path.insert(0, sys.argv[1])
+from fixtures import count_score_calls
+from calver.cli import main
+calls = count_score_calls(pytest.MonkeyPatch())
+rc = main(["demo", "--quick", "--out", sys.argv[2]])
+json.dump([[t, fp, n] for (t, fp), n in calls.items()], open(sys.argv[3], "w"))
+sys.exit(rc)
+"""
+
+
 @pytest.mark.slow
 @require_full_stack
-def test_quick_demo_end_to_end(tmp_path, monkeypatch, capfd):
+def test_quick_demo_end_to_end(tmp_path):
     """Every stage runs, the report holds every section, and no pool candidate is scored twice over
-    the whole run (effect sizes belong to the benchmark run). The demo runs in this process, through
-    the CLI, so that the verifier's ``score`` calls can be counted."""
-    from fixtures import count_score_calls
-
-    from calver.cli import main
+    the whole run (effect sizes belong to the benchmark run)."""
     from calver.demo.report import SECTIONS
     from calver.infer.firewall import strip_problem
     from calver.infer.pool import Pool
     from calver.verifier import problem_fingerprint, score
 
-    out = tmp_path / "demo"
-    for key, value in (("WANDB_MODE", "offline"), ("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false"),
-                       ("WANDB_DIR", str(out)), ("WANDB_PROJECT", "calver-demo")):
-        monkeypatch.setenv(key, value)  # run_demo sets the wandb ones only when unset: restored after the test
-    calls = count_score_calls(monkeypatch)
-    assert main(["demo", "--quick", "--out", str(out)]) == 0
-    counted = Counter(calls)  # before the checks below score anything
-    stderr = capfd.readouterr().err
+    out, counts = tmp_path / "demo", tmp_path / "score_calls.json"
+    env = dict(os.environ, WANDB_MODE="offline", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    res = subprocess.run([sys.executable, "-c", _COUNTING_DEMO, str(Path(__file__).parent), str(out), str(counts)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert res.returncode == 0, res.stderr[-4000:]
+    stderr = res.stderr
+    counted = Counter({(t, fp): n for t, fp, n in json.loads(counts.read_text())})
     cfg = yaml.safe_load((out / "config.yaml").read_text())
     assert cfg["out"] == str(out) and cfg["k"] == 8
     for name, k in (("base", cfg["base_k"]), ("sft", cfg["k"]), ("grpo", cfg["k"])):
