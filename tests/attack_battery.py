@@ -36,8 +36,19 @@ from typing import Any, Iterable, Iterator
 
 import fuzz_corpus as fc
 import networkx as nx
-from oracles import (G, backdoor, blocks, exact_ate, frontdoor, is_cycle, kk_solutions, mediators, msep_nx,
-                     reach_after_do, subsets)
+from oracles import (
+    G,
+    backdoor,
+    blocks,
+    exact_ate,
+    frontdoor,
+    is_cycle,
+    kk_solutions,
+    mediators,
+    msep_nx,
+    reach_after_do,
+    subsets,
+)
 
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_trace, generate

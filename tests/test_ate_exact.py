@@ -23,11 +23,11 @@ from calver.data_gen.generators import canonical_trace, generate
 from calver.data_gen.text_levels import constructed_problems
 from calver.infer.firewall import strip_problem
 from calver.verifier import Problem, ProblemError, grade, score, select
-from calver.verifier.family import TooLargeToGrade
+from calver.verifier import scm as scm_mod
 from calver.verifier.contract import assemble_trace
+from calver.verifier.family import TooLargeToGrade
 from calver.verifier.registry import get_family
 from calver.verifier.scm import BinarySCM, cached_joint, parse_cpt_text
-from calver.verifier import scm as scm_mod
 from calver.verifier.scm_exact import decide_ate, exact_ate, exact_cost, exact_decimal, exact_number, format_exact
 
 DATA = Path(__file__).resolve().parent / "data" / "repro-2026-12-01"

@@ -15,9 +15,9 @@ import dataclasses
 import random
 import time
 
+import attack_battery as ab
 import pytest
 
-import attack_battery as ab
 from calver.verifier import Problem, ProblemError
 
 N_PER_TASK = 5

@@ -75,8 +75,9 @@ def test_verifier_expected_row_by_construction():
 @pytest.mark.slow
 def test_audit_judges_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
-    from calver.cli import main
     from fixtures import demo_problems, sample_pool
+
+    from calver.cli import main
 
     pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
                        k=2, max_tokens=12)

@@ -21,10 +21,10 @@ import sys
 import time
 from pathlib import Path
 
+import fuzz_corpus as fc
 import networkx as nx
 import pytest
 
-import fuzz_corpus as fc
 from calver.verifier import Problem, get_family, grade, score, select, split_slots
 
 REPRO = Path(__file__).parent / "data" / "repro"

@@ -12,16 +12,15 @@ import random
 import time
 from pathlib import Path
 
+import fuzz_corpus as fc
 import pytest
 
-import fuzz_corpus as fc
 from calver.data_gen.export import to_grpo_rows
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_trace, generate
 from calver.train.rewards import VerifierReward
-from calver.verifier import Problem, grade, render_graph, score, select
+from calver.verifier import Problem, grade, parsers, render_graph, score, select, values
 from calver.verifier import memo as memos
-from calver.verifier import parsers, values
 
 REPRO = Path(__file__).parent / "data" / "repro-2026-12-01"
 

@@ -13,7 +13,13 @@ pytest.importorskip("pgmpy", reason="pgmpy (which ships the bnlearn .bif.gz file
 
 from calver.data_gen import bnlearn  # noqa: E402
 from calver.data_gen.bnlearn import (  # noqa: E402
-    ancestral_subgraph, ate_problems, binarized_cpts, binary_ate, bnlearn_problems, load_network, network_path,
+    ancestral_subgraph,
+    ate_problems,
+    binarized_cpts,
+    binary_ate,
+    bnlearn_problems,
+    load_network,
+    network_path,
     treatment_outcome_pairs,
 )
 from calver.data_gen.cg2llm import ENCODINGS, cg2llm_problems  # noqa: E402

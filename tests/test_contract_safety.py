@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calver.evaluation.audits import replace_slot
-from calver.verifier import Problem, grade, score, select, select_from_scores
-from calver.verifier import contract
+from calver.verifier import Problem, contract, grade, score, select, select_from_scores
 from calver.verifier.contract import SLOT_ALIASES, SLOTS, parse_call, parse_kv, slot_spans, split_slots
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,13 +13,12 @@ import re
 from pathlib import Path
 
 import networkx as nx
+import oracles as O
 import pytest
 
-import oracles as O
 from calver.data_gen.clear import load_clear
 from calver.data_gen.gen_config import ENCODINGS
-from calver.data_gen.generators import SPECS, GenConfig, available_tasks, generate, generate_item
-from calver.data_gen.generators import register_generator
+from calver.data_gen.generators import SPECS, GenConfig, available_tasks, generate, generate_item, register_generator
 from calver.data_gen.meta import META_KEYS, SOURCES, query_source_id
 from calver.data_gen.prompts import problem_text, prompt_encoding, user_text
 from calver.data_gen.text_levels import constructed_problems
@@ -302,7 +301,8 @@ def test_bnlearn_contract_ids_and_source_ids(bnlearn):
 
 
 def test_cg2llm_units_share_one_source_id_across_encodings(bnlearn):
-    from calver.data_gen.cg2llm import ENCODINGS as CG_ENCODINGS, cg2llm_problems
+    from calver.data_gen.cg2llm import ENCODINGS as CG_ENCODINGS
+    from calver.data_gen.cg2llm import cg2llm_problems
 
     by_sid: dict[str, set] = {}
     units: dict[tuple, set] = {}

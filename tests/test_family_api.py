@@ -26,9 +26,19 @@ from calver.evaluation.audits import damage_witness, rename_nodes, swap_answer
 from calver.infer.firewall import FirewallError, SelectorView, check_view, strip_problem
 from calver.infer.refine import feedback
 from calver.infer.selectors import SELECTORS
-from calver.verifier import CausalGraph, GraphClass, Problem, families, get_family, grade, prepare, score
+from calver.verifier import (
+    CausalGraph,
+    GraphClass,
+    Problem,
+    families,
+    get_family,
+    grade,
+    prepare,
+    registry,
+    score,
+    values,
+)
 from calver.verifier import family as family_mod
-from calver.verifier import registry, values
 from calver.verifier.contract import assemble_trace, format_path, parse_call, split_slots
 from calver.verifier.instructions import contract_instructions
 from calver.verifier.registry import register, unregister

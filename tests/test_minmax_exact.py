@@ -15,13 +15,12 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from fixtures import latent_projection, random_admg, random_dag
 
 from calver.verifier import CausalGraph, GraphClass, Problem, families, get_family, grade, parse_graph, score
 from calver.verifier import primitives as P
-from calver.verifier.problem import ProblemError
 from calver.verifier.family import TaskFamily
-
-from fixtures import latent_projection, random_admg, random_dag
+from calver.verifier.problem import ProblemError
 
 REPRO = Path(__file__).parent / "data" / "repro"
 

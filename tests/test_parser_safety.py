@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, ProblemError, parse_graph, render_graph, score
 from calver.verifier.formats.prose import parse as _parse_prose
 from calver.verifier.parsers import (
-    RENDER_FORMATS, ParseError, graph_cache, parse_node_list, parse_node_set, parse_node_sets, parse_path,
+    RENDER_FORMATS,
+    ParseError,
+    graph_cache,
+    parse_node_list,
+    parse_node_set,
+    parse_node_sets,
+    parse_path,
 )
 from calver.verifier.scm import parse_cpt_text
 from calver.verifier.tasks.ate import parse_number

@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 
 import pytest
+from fixtures import synthetic_units, write_pool
 
 from calver.data_gen import GenConfig
 from calver.data_gen.generators import available_tasks, canonical_trace, generate
@@ -31,16 +32,15 @@ from calver.verifier import (
     ProblemError,
     get_family,
     grade,
+    parsers,
     prepare,
     problem_fingerprint,
     score,
     select,
 )
 from calver.verifier import memo as memos
-from calver.verifier import parsers
 from calver.verifier.contract import split_slots
 from calver.verifier.scoring import is_grounded
-from fixtures import synthetic_units, write_pool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 TASKS = available_tasks()

@@ -94,8 +94,9 @@ def test_level_problems_share_sources_across_levels():
 @pytest.mark.slow
 def test_route_cli_on_tiny_pool(tiny_model_dir, tmp_path_factory, tmp_path):
     pytest.importorskip("torch")
-    from calver.cli import main
     from fixtures import demo_problems, sample_pool
+
+    from calver.cli import main
 
     pool = sample_pool(demo_problems(), tmp_path_factory.getbasetemp() / "refine_shared_pool", tiny_model_dir,
                        k=2, max_tokens=12)

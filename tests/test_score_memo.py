@@ -12,6 +12,7 @@ import copy
 import random
 
 import fuzz_corpus as fc
+
 from calver.verifier import score
 
 CORPUS = fc.build_corpus(per_family=2, seed=1)

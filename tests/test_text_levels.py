@@ -9,7 +9,11 @@ import pytest
 
 from calver.data_gen.extractors import CUES, ExtractionError, SamplerExtractor, extract_graph, risky_name
 from calver.data_gen.text_levels import (
-    DOMAINS, admission_report, constructed_problems, render_level, template_words,
+    DOMAINS,
+    admission_report,
+    constructed_problems,
+    render_level,
+    template_words,
 )
 from calver.verifier import CausalGraph, Problem, grade, score
 

@@ -24,10 +24,9 @@ def _args(model_dir, out, *extra):
 
 @pytest.fixture(scope="module")
 def lora_run(tiny_model_dir, tmp_path_factory):
-    from calver.train.sft import run_sft
-
     from calver.data_gen.export import export_dataset
     from calver.train.common import generate_problems
+    from calver.train.sft import run_sft
 
     tmp = tmp_path_factory.mktemp("sft")
     export_dataset(generate_problems(["backdoor_set"], 6, seed=3, n_nodes=(4, 5)), tmp / "data")  # = `calver gen`

@@ -16,11 +16,11 @@ import random
 import sys
 import time
 
+import fuzz_corpus as fc
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-import fuzz_corpus as fc
 from calver.verifier import TIE_RULES, TraceScore, score, select
 
 CPU_LIMIT_S = 0.050

@@ -9,11 +9,11 @@ from __future__ import annotations
 import random
 from itertools import combinations
 
+import fuzz_corpus as fc
 import networkx as nx
 import pytest
-
-import fuzz_corpus as fc
 from fixtures import latent_projection, random_admg, random_dag
+
 from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, get_family, grade, score
 from calver.verifier import family as F
 from calver.verifier.paths import ancestors_mask, descendants_mask, node_mask

@@ -155,7 +155,8 @@ def _finish_wandb() -> None:
 
 def merge_adapter(model: str, adapter: str, out: Path) -> str:
     """Save ``model`` with the LoRA ``adapter`` merged in (``calver merge-adapter``)."""
-    from calver.train.cli import MergeAdapterConfig, merge_adapter as merge
+    from calver.train.cli import MergeAdapterConfig
+    from calver.train.cli import merge_adapter as merge
 
     return str(merge(MergeAdapterConfig(adapter=adapter, out=str(out), base=model)))
 

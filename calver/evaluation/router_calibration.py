@@ -22,8 +22,8 @@ from calver.evaluation.report import ci_text
 from calver.evaluation.results import to_json
 from calver.infer.firewall import make_views
 from calver.infer.pool import Pool
-from calver.infer.score_table import score_table
 from calver.infer.refine.router import graph_agreement, route
+from calver.infer.score_table import score_table
 from calver.infer.selectors import CalverSelector, ExtractSolveSelector, candidate_scores
 from calver.verifier import Problem
 

@@ -37,7 +37,7 @@ from calver.infer.firewall import SelectorView, strip_problem
 from calver.infer.manifest import scorer_version
 from calver.infer.pool import Pool, PoolError
 from calver.infer.selectors.base import answer_key
-from calver.verifier import SLOTS, Problem, PreparedProblem, TraceScore, get_family, prepare, problem_fingerprint, score
+from calver.verifier import SLOTS, PreparedProblem, Problem, TraceScore, get_family, prepare, problem_fingerprint, score
 
 SCHEMA = "calver-scores/1"
 ROWS_FILE = "verifier.jsonl"

@@ -19,6 +19,7 @@ from calver.train.common import (
     build_dataset,
     check_precision,
     cuda_available,
+    finish_run,
     load_tokenizer,
     model_init_kwargs,
     peft_config,
@@ -27,7 +28,6 @@ from calver.train.common import (
     resolve_mode,
     step_timer,
     trainable_parameter_count,
-    finish_run,
 )
 from calver.train.rewards import VerifierReward
 

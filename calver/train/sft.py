@@ -15,15 +15,15 @@ from calver.train.common import (
     TrainRun,
     build_dataset,
     check_precision,
-    model_init_kwargs,
+    finish_run,
     load_tokenizer,
+    model_init_kwargs,
     peft_config,
     quantization_config,
     require_model_path,
     resolve_mode,
     step_timer,
     trainable_parameter_count,
-    finish_run,
 )
 
 logger = logging.getLogger(__name__)

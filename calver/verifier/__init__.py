@@ -7,12 +7,12 @@ content hash). Never imports torch.
 """
 
 from calver.verifier.contract import CONTRACT_VERSION, SLOTS, split_slots
+from calver.verifier.family import TaskFamily
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.instructions import contract_instructions
 from calver.verifier.parsers import parse_graph, render_graph
 from calver.verifier.prepared import PreparedProblem, prepare, problem_fingerprint
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.family import TaskFamily
 from calver.verifier.registry import families, get_family, register
 from calver.verifier.scoring import TIE_RULES, TraceScore, grade, score, select, select_from_scores
 

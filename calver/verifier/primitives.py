@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.paths import (  # noqa: F401  (re-exported)
+    Nodes,
     ancestors,
     ancestors_mask,
     bits,
@@ -41,7 +42,6 @@ from calver.verifier.paths import (  # noqa: F401  (re-exported)
     format_path,
     is_directed_cycle,
     is_path,
-    Nodes,
     node_mask,
     path_edges,
     reachable_after_do,

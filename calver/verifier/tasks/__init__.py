@@ -1,14 +1,14 @@
 """Built-in task families. Importing this package registers them (one module per family)."""
 
 from calver.verifier.tasks import (  # noqa: F401
+    ate,
     backdoor,
     blocking,
-    frontdoor,
-    separation,
     cycle,
-    mediator,
+    frontdoor,
     intervention,
-    path,
-    ate,
     knights,
+    mediator,
+    path,
+    separation,
 )

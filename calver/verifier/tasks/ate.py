@@ -35,14 +35,14 @@ from itertools import combinations
 from typing import Any
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set
-from calver.verifier.graph import CausalGraph, GraphClass, GraphError
-from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.memo import Memo, charge
+from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
-from calver.verifier.values import normalize_value
 from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, is_positive
 from calver.verifier.scm_exact import AteDecision, decide_ate, exact_ate, exact_number, format_exact, margin_side
+from calver.verifier.values import normalize_value
 
 DEFAULT_EPSILON = 0.01
 _YES = {"yes": True, "no": False, "true": True, "false": False}

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from calver.verifier.contract import format_path, format_set, parse_call
+from calver.verifier.family import Check
 from calver.verifier.graph import GraphClass
 from calver.verifier.problem import ProblemError
-from calver.verifier.family import Check
 from calver.verifier.registry import register
-from calver.verifier.values import normalize_value
 from calver.verifier.tasks.base import NodeSetFamily
+from calver.verifier.values import normalize_value
 
 
 @register

@@ -29,7 +29,10 @@ from calver.verifier.family import WorkBudget
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.paths import bits, closure, node_mask, union_of
 from calver.verifier.primitives import (  # the bitmask internals the exact checks use
-    FRONTDOOR_CRITERIA, _reach, _treatment_outcome, is_frontdoor_set,
+    FRONTDOOR_CRITERIA,
+    _reach,
+    _treatment_outcome,
+    is_frontdoor_set,
 )
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import register

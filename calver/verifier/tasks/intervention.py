@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from calver.verifier.contract import assemble_trace, format_kv, format_path, format_set
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import ProblemError
-from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.registry import register
-from calver.verifier.values import parse_bool
 from calver.verifier.tasks.base import parse_result_bool
+from calver.verifier.values import parse_bool
 
 
 @register

@@ -30,8 +30,11 @@ from itertools import product
 from typing import Any, Iterator
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.logic import (
     MAX_PEOPLE as _ENGINE_MAX_PEOPLE,
+)
+from calver.verifier.logic import (
     Formula,
     TruthTable,
     count_models,
@@ -46,9 +49,8 @@ from calver.verifier.logic import (
     speakers,
     to_text,
 )
-from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.memo import Memo
+from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
 from calver.verifier.values import parse_bool
 

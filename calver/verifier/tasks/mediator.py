@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from calver.verifier.contract import format_path, format_set
-from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.family import PASS, Check
+from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.registry import register
 from calver.verifier.tasks.base import NodeSetFamily, split_paths
 from calver.verifier.values import cached_path

@@ -84,8 +84,8 @@ class SeparationSet(SeparatorFamily):
         return x.isdisjoint(nodes) and y.isdisjoint(nodes) and is_separated(g, x, y, nodes)
 
     def witness_paths(self, g, query, nodes):
-        from calver.verifier.tasks.paths import typed_paths
         from calver.verifier.contract import format_path
+        from calver.verifier.tasks.paths import typed_paths
 
         if len(query["x"]) != 1 or len(query["y"]) != 1:
             return []
