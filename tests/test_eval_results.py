@@ -215,3 +215,20 @@ def test_missing_field_is_its_own_stratum(tmp_path):
     people = res.breakdowns["people"]
     assert [r.stratum for r in people.rows] == ["n/a"] and people.n_missing == res.n_units
     assert sum(r.n_units for r in res.breakdowns["task"].rows) == res.n_units
+
+
+def test_pools_from_a_yaml_list(tmp_path):
+    from calver.cli import main
+
+    pools = _pools(tmp_path)
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(f"pool: [{pools['sft']}, grpo={pools['grpo']}]\nby: [policy]\ndraws: 50\ndecomp_draws: 50\n"
+                   "audits: false\nladder: false\nfigures: false\n")
+    assert main(["eval", "--config", str(cfg), "--out", str(tmp_path / "r")]) == 0
+    res = load_results(json.loads((tmp_path / "r" / "results.json").read_text()))
+    assert list(res.policies) == ["sft", "grpo"] and [r.stratum for r in res.breakdowns["policy"].rows] == [
+        "grpo", "sft"]
+    one = tmp_path / "one.yaml"
+    one.write_text(f"pool: {pools['sft']}\naudits: false\nladder: false\nfigures: false\ndraws: 50\n")
+    assert main(["eval", "--config", str(one), "--out", str(tmp_path / "r1")]) == 0
+    assert isinstance(load_results(json.loads((tmp_path / "r1" / "results.json").read_text())), EvalResult)
