@@ -20,30 +20,17 @@ parallel with ``--workers``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import multiprocessing as mp
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str):
-    """``tests/<name>.py``, loaded from its file (registered in ``sys.modules`` so the battery's own
-    ``import fuzz_corpus`` / ``from oracles import ...``, forked workers and pickling see one module)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+from tests_module import tests_module
 
 
 def _battery():
-    _load("fuzz_corpus")
-    _load("oracles")
-    return _load("attack_battery")
+    tests_module("fuzz_corpus")
+    tests_module("oracles")
+    return tests_module("attack_battery")
 
 
 def _run_seed(args: tuple[int, int, float, float]):

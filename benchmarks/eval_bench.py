@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import os
 import shutil
@@ -33,15 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _fixtures():
-    """``tests/fixtures.py``, loaded from its file (no ``sys.path`` change)."""
-    spec = importlib.util.spec_from_file_location("fixtures", ROOT / "tests" / "fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests_module import tests_module
 
 
 class _Calls:
@@ -146,7 +137,7 @@ def main(argv=None) -> int:
         scratch = Path(tmp)
         pools = args.pools
         if not pools:
-            fx = _fixtures()
+            fx = tests_module("fixtures")
             root = scratch / "src" / "fixture"
             fx.write_pool(root, fx.synthetic_units(args.units, args.k), args.k)
             pools = [root]

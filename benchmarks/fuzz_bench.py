@@ -21,27 +21,15 @@ than ``ProblemError`` (none is expected: the problems are well formed), or a res
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import multiprocessing as mp
 import random
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests_module import tests_module
+
 _STATE: dict = {}  # the corpus, built in the parent and inherited by forked workers
-
-
-def _fuzz_corpus():
-    """``tests/fuzz_corpus.py``, loaded from its file (registered in ``sys.modules`` so forked workers
-    and pickling see one module)."""
-    if "fuzz_corpus" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("fuzz_corpus", ROOT / "tests" / "fuzz_corpus.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["fuzz_corpus"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["fuzz_corpus"]
 
 
 def _init_worker(mem_mb: int) -> None:
@@ -54,7 +42,7 @@ def _init_worker(mem_mb: int) -> None:
 
 
 def _run_chunk(args: tuple[int, int, int, float, float]) -> dict:
-    fc = _fuzz_corpus()
+    fc = tests_module("fuzz_corpus")
     from calver.verifier import ProblemError, score
 
     chunk, size, seed, limit_s, slow_s = args
@@ -112,7 +100,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    fc = _fuzz_corpus()
+    fc = tests_module("fuzz_corpus")
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=10**6, help="mutated traces to score (default 1,000,000)")

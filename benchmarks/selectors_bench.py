@@ -12,22 +12,12 @@ pool), canonical traces of invalid answers, and damaged traces. Time is measured
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
-from pathlib import Path
+
+from tests_module import tests_module
 
 from calver.infer.firewall import SelectorView, strip_problem
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _fixtures():
-    """``tests/fixtures.py``, loaded from its file (no ``sys.path`` change)."""
-    spec = importlib.util.spec_from_file_location("fixtures", ROOT / "tests" / "fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def fresh_views(units) -> list[SelectorView]:
@@ -70,7 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=2.0, help="seconds allowed for the TOTAL row")
     args = ap.parse_args(argv)
     t = time.perf_counter()
-    units = _fixtures().synthetic_units(args.units, args.k)
+    units = tests_module("fixtures").synthetic_units(args.units, args.k)
     print(f"built {len(units)} units x K={args.k} in {time.perf_counter() - t:.1f}s (not timed below)")
     res = bench(units, args.repeat)
     n = len(units) * args.k

@@ -12,25 +12,18 @@ truncated-trace pool of ``tests/fixtures.py`` (loaded by path).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
 
+from tests_module import tests_module
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def _fixtures():
-    """``tests/fixtures.py``, loaded from its file (no ``sys.path`` change)."""
-    spec = importlib.util.spec_from_file_location("fixtures", ROOT / "tests" / "fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _times(summary: dict) -> dict:
@@ -83,7 +76,7 @@ def main() -> None:
         from calver.train.prm import run_prm
         from calver.train.prm_config import load_prm_config
 
-        pool = _fixtures().truncated_trace_pool(out / "prm_pool")
+        pool = tests_module("fixtures").truncated_trace_pool(out / "prm_pool")
         t0 = time.perf_counter()
         s = run_prm(*load_prm_config(ROOT / "configs/prm/tiny-cpu.yaml", base + [
             "--output_dir", str(out / "prm"), "--pool_paths", str(pool), "--num_train_epochs", "2",

@@ -69,7 +69,7 @@ def test_two_pools_pooled_accuracy_and_clusters_match_a_hand_computation(tmp_pat
     sources = [s for name in ("sft", "grpo") for s, _ in hand[name].values()]
     assert res.pooled.n_units == 32 and res.pooled.accuracy["calver"].estimate == pytest.approx(np.mean(values))
     for name in ("sft", "grpo"):
-        row = next(r for r in res.table if r.policy == name)
+        row = next(r for r in res.table if r.stratum == name)
         assert row.accuracy["calver"].estimate == pytest.approx(np.mean([c for _, c in hand[name].values()]))
     # an item sampled by both policies is one cluster
     assert res.pooled.n_clusters == len(set(sources)) == res.policies["sft"].n_clusters
@@ -84,7 +84,7 @@ def test_two_pools_pooled_accuracy_and_clusters_match_a_hand_computation(tmp_pat
          mean_ci(np.array(first, float), sources, draws=300, seed=0)["ci_high"]))
     assert by_source["n_clusters"] < by_policy_source["n_clusters"]
     # the Table 2 columns: CALVER - medoid and CALVER - plurality per policy and pooled
-    assert [r.policy for r in res.table] == ["sft", "grpo", "pooled"]
+    assert [r.stratum for r in res.table] == ["sft", "grpo", "pooled"]
     assert all({"medoid", "plurality"} <= set(r.paired) for r in res.table)
     # the per-task breakdown: each stratum is the hand-computed mean over its units
     task_of = {p.id: p.task for p, _, _ in synthetic_units(n_units=16, k=8, seed=0, n_seeds=2)}

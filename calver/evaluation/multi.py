@@ -24,7 +24,7 @@ from calver.evaluation.evaluate import (
     pool_manifest,
     stored_in_all,
 )
-from calver.evaluation.results import MultiEvalResult, PolicyRow
+from calver.evaluation.results import BreakdownRow, MultiEvalResult
 from calver.evaluation.units import UnitFacts, load_units
 from calver.infer.pool import Pool
 
@@ -163,8 +163,8 @@ def _answer_pick(row, name: str) -> dict[str, Any]:
     return {"index": -1, "answer": row.answers.get(name)}
 
 
-def _row(policy: str, r) -> PolicyRow:
-    return PolicyRow(policy=policy, n_units=r.n_units, n_clusters=r.n_clusters, accuracy=dict(r.accuracy),
+def _row(policy: str, r) -> BreakdownRow:
+    return BreakdownRow(stratum=policy, n_units=r.n_units, n_clusters=r.n_clusters, accuracy=dict(r.accuracy),
                      coverage=r.coverage, paired=dict(r.paired))
 
 

@@ -297,7 +297,7 @@ def policy_table(res: MultiEvalResult) -> list[str]:
     names = list(res.pooled.accuracy)
     target = res.pooled.target
     gains = [n for n in ("medoid", res.pooled.baseline) if n in names and n != target]
-    rows = [[r.policy, str(r.n_units), str(r.n_clusters), *[ci_text(r.accuracy[n]) for n in names],
+    rows = [[r.stratum, str(r.n_units), str(r.n_clusters), *[ci_text(r.accuracy[n]) for n in names],
              ci_text(r.coverage), *[ci_text(r.paired.get(n), True) for n in gains]] for r in res.table]
     return table(["policy", "units", "clusters", *names, "coverage", *[f"{target} - {n} (pp)" for n in gains]], rows)
 

@@ -113,8 +113,9 @@ class JsonRecord:
         return cls(**kw)
 
 
-def _nan() -> float:
-    return float("nan")
+def _threshold_json(t: float) -> Any:
+    """A score threshold as written: an integral one as the int it was given as (``6``, not ``6.0``)."""
+    return int(t) if isinstance(t, float) and t.is_integer() else to_json(t)
 
 
 # ---- intervals and counts ------------------------------------------------------------------------
@@ -203,10 +204,8 @@ class Calibration(JsonRecord):
     auroc: float
 
     def _to_json(self) -> dict[str, Any]:
-        d = {f.name: to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        t = self.threshold  # an integral threshold is written as the int it was given as
-        d["threshold"] = int(t) if isinstance(t, float) and t.is_integer() else to_json(t)
-        return d
+        return {**{f.name: to_json(getattr(self, f.name)) for f in dataclasses.fields(self)},
+                "threshold": _threshold_json(self.threshold)}
 
 
 @dataclass
@@ -356,16 +355,14 @@ class EvalMeta(JsonRecord):
     scores: dict[str, Any] | None = None
 
     def _to_json(self) -> dict[str, Any]:
-        d = {f.name: to_json(getattr(self, f.name)) for f in dataclasses.fields(self)
-             if getattr(self, f.name) is not None}
-        t = self.threshold
-        d["threshold"] = int(t) if isinstance(t, float) and t.is_integer() else to_json(t)
-        return d
+        return {**{f.name: to_json(getattr(self, f.name)) for f in dataclasses.fields(self)
+                   if getattr(self, f.name) is not None}, "threshold": _threshold_json(self.threshold)}
 
 
 @dataclass
 class BreakdownRow(JsonRecord):
-    """One stratum of a breakdown: accuracy per selector and the paired target - baseline gain."""
+    """One stratum of a breakdown (or one policy of the Table 2 layout): accuracy per selector,
+    coverage and the target's paired gains."""
 
     stratum: str
     n_units: int
@@ -415,25 +412,13 @@ class EvalResult(JsonRecord):
 
 
 @dataclass
-class PolicyRow(JsonRecord):
-    """One row of the Table 2 layout: a policy's selector accuracies and CALVER's paired gains."""
-
-    policy: str
-    n_units: int
-    n_clusters: int
-    accuracy: dict[str, Interval]
-    coverage: Interval
-    paired: dict[str, Interval]
-
-
-@dataclass
 class MultiEvalResult(JsonRecord):
     """An evaluation over several pools: per-policy results, the pooled units (clustered by source
     problem across pools), the Table 2 rows and breakdowns over the pooled units."""
 
     policies: dict[str, EvalResult]
     pooled: EvalResult
-    table: list[PolicyRow]
+    table: list[BreakdownRow]  # the Table 2 rows: one per policy (its ``stratum``), then "pooled"
     pools: dict[str, list[str]]  # policy -> pool directories
     union: bool
     problem_sets: dict[str, int]  # policy -> problems it covers; "shared": in every pool
@@ -450,4 +435,4 @@ def load_results(data: Mapping[str, Any]) -> EvalResult | MultiEvalResult:
 
 __all__ = ["Audits", "Breakdown", "BreakdownRow", "Calibration", "Decomposition", "EvalMeta", "EvalResult",
            "Fragmentation", "Interval", "KCurve", "Ladder", "LadderRung", "MultiEvalResult", "PerturbationAudit",
-           "PolicyRow", "RenameAudit", "StrictAte", "TieAudit", "UnitRow", "from_json", "load_results", "to_json"]
+           "RenameAudit", "StrictAte", "TieAudit", "UnitRow", "from_json", "load_results", "to_json"]
