@@ -12,8 +12,6 @@ rewrites each problem as prose of that level through ``calver.data_gen.text_leve
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,11 +28,13 @@ def add_commands(subparsers) -> None:
     p.add_argument("--dry_run", "--dry-run", action="store_true", help="generate and print a summary; write nothing")
     p.set_defaults(func=run_gen)
 
+    from calver.data_gen.benchmark_cli import add_benchmark_commands
     from calver.data_gen.clear import add_clear_command
 
     data = subparsers.add_parser("data", help="convert external benchmarks into calver problems")
     dsub = data.add_subparsers(dest="data_command", metavar="DATASET")
     add_clear_command(dsub)
+    add_benchmark_commands(dsub)
     data.set_defaults(func=lambda args: data.print_help() or 2)
 
 
@@ -76,10 +76,8 @@ def apply_level(problems: list, level: str, naming: str = "letters") -> tuple[li
     back into exactly the source graph. Each item uses its own rng (seeded by its id)."""
     import random
 
-    if importlib.util.find_spec("calver.data_gen.text_levels") is None:
-        raise ConfigError(f"field 'level': --level {level} needs calver.data_gen.text_levels, which is not "
-                          "available in this checkout")
-    tl = importlib.import_module("calver.data_gen.text_levels")
+    from calver.data_gen import text_levels as tl
+
     lv = int(level[1:])
     vocab = naming if naming in getattr(tl, "DOMAINS", {}) else None
     kept, total = [], 0
