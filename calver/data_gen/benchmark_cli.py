@@ -107,17 +107,25 @@ class KkDataConfig:
 
 
 # ---- building ------------------------------------------------------------------------------------
+def _per_cell(nets: Sequence[str], tasks: Sequence[str], make: Callable[[str, str], list[Problem]]
+              ) -> tuple[list[Problem], dict[str, int]]:
+    """Problems of every (network, task) cell, and how many each yielded."""
+    problems: list[Problem] = []
+    counts: dict[str, int] = {}
+    for net in nets:
+        for task in tasks:
+            got = make(net, task)
+            counts[f"{net}/{task}"] = len(got)
+            problems += got
+    return problems, counts
+
+
 def bnlearn_rows(cfg: BnlearnDataConfig) -> tuple[list[Problem], dict[str, Any]]:
     from calver.data_gen.bnlearn import bnlearn_problems
     from calver.data_gen.cli import apply_level
 
-    problems: list[Problem] = []
-    counts: dict[str, int] = {}
-    for net in cfg.nets:
-        for task in cfg.tasks:
-            got = bnlearn_problems(net, task, cfg.n, cfg.seed, variant=cfg.variant, max_nodes=cfg.max_nodes)
-            counts[f"{net}/{task}"] = len(got)
-            problems += got
+    problems, counts = _per_cell(cfg.nets, cfg.tasks, lambda net, task: bnlearn_problems(
+        net, task, cfg.n, cfg.seed, variant=cfg.variant, max_nodes=cfg.max_nodes))
     summary: dict[str, Any] = {"items": counts, "empty": sorted(k for k, v in counts.items() if not v)}
     if cfg.level is not None:
         problems, summary["level"] = apply_level(problems, cfg.level)
@@ -127,13 +135,8 @@ def bnlearn_rows(cfg: BnlearnDataConfig) -> tuple[list[Problem], dict[str, Any]]
 def cg2llm_rows(cfg: Cg2llmDataConfig) -> tuple[list[Problem], dict[str, Any]]:
     from calver.data_gen.cg2llm import cg2llm_problems
 
-    problems: list[Problem] = []
-    counts: dict[str, int] = {}
-    for net in cfg.nets:
-        for task in cfg.tasks:
-            got = cg2llm_problems(net, task, cfg.n, cfg.seed, encodings=cfg.encodings, max_nodes=cfg.max_nodes)
-            counts[f"{net}/{task}"] = len(got)
-            problems += got
+    problems, counts = _per_cell(cfg.nets, cfg.tasks, lambda net, task: cg2llm_problems(
+        net, task, cfg.n, cfg.seed, encodings=cfg.encodings, max_nodes=cfg.max_nodes))
     questions = len({p.source_id for p in problems})
     return problems, {"items": counts, "questions": questions, "encodings": list(cfg.encodings),
                       "empty": sorted(k for k, v in counts.items() if not v)}
