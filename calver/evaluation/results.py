@@ -53,11 +53,8 @@ def to_json(obj: Any) -> Any:
 
 
 def _float(x: Any) -> float:
-    if x is None:
-        return float("nan")
-    if x in ("inf", "-inf"):
-        return float(x)
-    return float(x)
+    """A float field as written by :func:`to_json`: null is NaN, "inf"/"-inf" are infinities."""
+    return float("nan") if x is None else float(x)
 
 
 def from_json(tp: Any, data: Any) -> Any:
@@ -68,11 +65,9 @@ def from_json(tp: Any, data: Any) -> Any:
         if data is None and type(None) in args:
             return None
         inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return from_json(inner[0], data)
-        if float in inner and (data is None or isinstance(data, (int, float, str))):
-            return _float(data) if not isinstance(data, int) or isinstance(data, bool) else data
-        return data
+        if len(inner) != 1:  # every result field is ``T`` or ``T | None``
+            raise TypeError(f"from_json: unsupported union {tp}")
+        return from_json(inner[0], data)
     if dataclasses.is_dataclass(tp):
         return tp.from_dict(data)
     if origin in (dict, Mapping, typing.Mapping) or tp is dict:
