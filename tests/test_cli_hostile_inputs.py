@@ -132,11 +132,11 @@ GEN.update({
 })
 # an unreadable JSONL line (not JSON, nested past the parser, an over-long integer) is skipped and counted
 CLEAR = {
-    "clear weird lines": (["data", "clear", "weird.jsonl", "--out", "o2"], 0),
-    "clear deep json line": (["data", "clear", "deep.jsonl", "--out", "o3"], 0),
+    "clear weird lines": (["data", "clear", "weird.jsonl", "--out", "o2"], 2),
+    "clear deep json line": (["data", "clear", "deep.jsonl", "--out", "o3"], 2),
     "clear binary": (["data", "clear", "bin.jsonl", "--out", "o4"], 2),
     "clear odd items": (["data", "clear", "items.jsonl", "--out", "o5"], 0),
-    "clear bigint line": (["data", "clear", "bigint.jsonl", "--out", "o6"], 0),
+    "clear bigint line": (["data", "clear", "bigint.jsonl", "--out", "o6"], 2),
     "clear missing file": (["data", "clear", "nope.jsonl", "--out", "o7"], 2),
     "clear directory": (["data", "clear", ".", "--out", "o8"], 2),
     "clear out=existing file": (["data", "clear", "weird.jsonl", "--out", "afile"], 2),
@@ -184,11 +184,14 @@ def test_audit_cases_name_the_field_or_file(argv, field, case_dir, capsys):
 
 
 def test_clear_skips_unreadable_lines_and_counts_them(case_dir, capsys):
+    # a file of nothing but such lines is refused (above); among CLEAR items they are skipped and counted
     for name in ("deep", "bigint"):
-        rc, out, err = _cli(["data", "clear", f"{name}.jsonl", "--out", f"out_{name}"], capsys)
+        mixed = case_dir / f"mixed_{name}.jsonl"
+        mixed.write_text(json.dumps(ITEM) + "\n" + (case_dir / f"{name}.jsonl").read_text())
+        rc, out, err = _cli(["data", "clear", mixed.name, "--out", f"out_{name}"], capsys)
         assert rc == 0 and err == "", err
         cov = json.loads((case_dir / f"out_{name}" / "coverage.json").read_text())
-        assert cov["total"] == 1 and cov["covered"] == 0 and "invalid JSON line" in json.dumps(cov)
+        assert cov["total"] == 2 and cov["covered"] == 1 and "invalid JSON line" in json.dumps(cov)
 
 
 def test_ate_node_limit_is_the_scm_limit():

@@ -3,7 +3,8 @@
 Oracles: a hand computation of the CALVER pick (earliest max score of ``score`` on the stripped problem,
 graded with ``grade`` on the source problem) for every unit of two pools; the clustering is checked by
 the bootstrap on source ids against one on (policy, source) ids; the reports are compared with the ones
-the code before the typed results wrote (``tests/data/golden/``, from commit c243b15).
+the code before the typed results wrote (``tests/data/golden/``, from commit c243b15; eval_report.md
+since gained the verification-mode line).
 """
 
 from __future__ import annotations
@@ -232,3 +233,33 @@ def test_pools_from_a_yaml_list(tmp_path):
     one.write_text(f"pool: {pools['sft']}\naudits: false\nladder: false\nfigures: false\ndraws: 50\n")
     assert main(["eval", "--config", str(one), "--out", str(tmp_path / "r1")]) == 0
     assert isinstance(load_results(json.loads((tmp_path / "r1" / "results.json").read_text())), EvalResult)
+
+
+def test_multi_pool_report_names_verification_modes_and_graph_recovery_per_policy(tmp_path):
+    from fixtures import build_pool, level_problems
+
+    from calver.data_gen.generators import validity_objects
+    from calver.evaluation.report import write_multi_report
+
+    constructed = level_problems("backdoor_set", 3, levels=(1,), all_levels=False)
+    pools = {"sft": _pools(tmp_path)["sft"],  # supplied-graph units
+             "l1": build_pool(str(tmp_path / "l1"), [(p, 0, validity_objects(p)[:3]) for p in constructed]).root}
+    res = evaluate_pools([f"{k}={v}" for k, v in pools.items()], ["first", "calver", "plurality"], union=True,
+                         by=["verification"], draws=50, decomp_draws=50, audits=False, ladder=False)
+    assert res.policies["sft"].graph_recovery is None
+    g = res.policies["l1"].graph_recovery
+    assert g.n_units == len(constructed) and g.exact.estimate == 1.0 and g.f1.estimate == 1.0
+    assert res.pooled.verification == {"source_graph": res.policies["sft"].n_units,
+                                       "candidate_graph": len(constructed)}
+    rows = {r.stratum: r for r in res.breakdowns["verification"].rows}
+    assert rows["source_graph"].graph_recovery is None and rows["candidate_graph"].graph_recovery.n_units == 3
+    text = json.dumps(res.to_dict(), sort_keys=True)
+    assert json.dumps(MultiEvalResult.from_dict(json.loads(text)).to_dict(), sort_keys=True) == text
+    write_multi_report(res, tmp_path / "report", figures=False)
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"Verification: source_graph {res.policies['sft'].n_units} units; candidate_graph 3 units." in md
+    assert "## Graph recovery per policy (constructed-mode units)" in md and "| l1 | `calver` pick | 3 |" in md
+    tables, problems = markdown_table_problems(md)
+    assert not problems, problems
+    sub = (tmp_path / "report" / "policy_l1" / "report.md").read_text()
+    assert "## Graph recovery (constructed mode)" in sub and "Verification: candidate_graph 3 units." in sub

@@ -287,3 +287,88 @@ def test_stripping_keeps_what_scoring_needs(name):
     assert score(trace, stripped).bits == score(trace, full).bits
     assert stripped.data == full.data and not stripped.meta
     check_view(SelectorView(full.id, 0, stripped, (trace,), (0,)))
+
+
+# ---- verification modes (knights_knaves grounded / candidate_local) -----------------------------------
+def _kk(verification=None):
+    import dataclasses
+
+    from calver.data_gen.knights import generate_kk
+
+    p = generate_kk(4, 3, 0)
+    return p if verification is None else dataclasses.replace(p, meta={**p.meta, "verification": verification})
+
+
+def test_strip_problem_drops_statements_only_for_candidate_local():
+    grounded, default, local = _kk("grounded"), _kk(), _kk("candidate_local")
+    assert strip_problem(grounded).data == strip_problem(default).data == dict(default.data)
+    s = strip_problem(local)
+    assert "statements" not in s.data and s.data["speakers"] == list(local.data["people"])
+    assert {k: v for k, v in s.data.items() if k != "speakers"} == {k: v for k, v in local.data.items()
+                                                                  if k != "statements"}
+    assert not s.meta and "statements" in local.data  # the caller's problem is untouched
+    check_view(SelectorView("p", 0, s, ("t",), (0,)))
+    assert strip_problem(s).data == s.data  # idempotent
+
+
+def test_verification_mode_names_what_the_verifier_sees():
+    from calver.infer.firewall import VERIFICATION_MODES, verification_mode
+
+    assert VERIFICATION_MODES == ("grounded", "candidate_local")
+    assert verification_mode(_kk()) == verification_mode(_kk("grounded")) == "grounded"
+    assert verification_mode(_kk("candidate_local")) == "candidate_local"
+    assert verification_mode(strip_problem(_kk("candidate_local"))) == "candidate_local"
+    assert verification_mode(_kk("candidate_local").to_dict()) == "candidate_local"
+    g = CausalGraph.build(["X", "Y", "Z"], [("X", "Y"), ("Z", "X"), ("Z", "Y")])
+    q = {"treatment": "X", "outcome": "Y"}
+    sup = Problem(task="backdoor_set", query=q, graph=g, mode="supplied", id="s")
+    con = Problem(task="backdoor_set", query=q, graph=g, mode="constructed", variables=("X", "Y", "Z"),
+                  text="Z causes X and Y; X causes Y.", id="c")
+    assert verification_mode(sup) == "source_graph" and verification_mode(con) == "candidate_graph"
+
+
+@pytest.mark.parametrize("value", ["oracle", "Candidate_Local", 3])
+def test_unknown_verification_values_are_refused_naming_the_allowed_ones(value):
+    from calver.infer.firewall import VerificationModeError, verification_mode
+    from calver.verifier import ProblemError
+
+    p = _kk(value)
+    for fn in (strip_problem, verification_mode):
+        with pytest.raises(VerificationModeError, match="grounded, candidate_local") as e:
+            fn(p)
+        assert isinstance(e.value, FirewallError) and isinstance(e.value, ProblemError)
+
+
+def test_candidate_local_is_refused_on_graph_tasks():
+    from calver.infer.firewall import VerificationModeError
+
+    g = CausalGraph.build(["X", "Y"], [("X", "Y")])
+    p = Problem(task="backdoor_set", query={"treatment": "X", "outcome": "Y"}, graph=g,
+                meta={"verification": "candidate_local"}, id="s")
+    with pytest.raises(VerificationModeError, match="knights_knaves only"):
+        strip_problem(p)
+
+
+def test_score_table_fingerprints_and_scores_differ_between_modes_while_grading_does_not():
+    from calver.infer.score_table import _problem_hash
+    from calver.verifier import grade, score
+
+    g, l_ = _kk(), _kk("candidate_local")
+    assert _problem_hash(strip_problem(g)) != _problem_hash(strip_problem(l_))
+    tr = get_family("knights_knaves").canonical_trace(g)
+    assert score(tr, strip_problem(g)).grounded and not score(tr, strip_problem(l_)).grounded
+    ans = score(tr, strip_problem(l_)).answer
+    assert grade(g, ans) and grade(l_, ans)
+
+
+def test_the_grpo_reward_scores_candidate_local_problems_grounded():
+    """The reward reads the full problem (no strip_problem): statements kept, so scores stay grounded."""
+    import json as _json
+
+    from calver.train.rewards import VerifierReward
+
+    p = _kk("candidate_local")
+    r = VerifierReward()
+    prob = r.problem(_json.dumps(p.to_dict()))
+    assert not isinstance(prob, str), prob
+    assert prob.grounded and "statements" in prob.problem.data

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
+from calver.data_gen.clear_core import ClearDataConfig, clear_rows
 from calver.verifier.problem import Problem
 
 BNLEARN_DEFAULT_NETS = ["asia", "cancer", "earthquake", "sachs", "survey", "alarm", "child", "insurance"]
@@ -91,19 +92,39 @@ class Cg2llmDataConfig:
 
 @dataclass
 class KkDataConfig:
-    """``calver data kk``: knights-and-knaves puzzles from the package's seeded generator (unique
-    solution, checked by truth table)."""
+    """``calver data kk``: knights-and-knaves puzzles (unique solution, checked by truth table) from the
+    package's seeded generator or from reasoning-gym (``--source reasoning_gym``: Xie et al.'s K&K
+    generator, converted by :mod:`calver.data_gen.reasoning_gym_kk`; needs ``pip install reasoning-gym``).
+    ``--verification candidate_local`` marks the problems so the label firewall drops their formal
+    statements: CALVER then checks each trace against its own CONSTRAINTS (grading keeps them)."""
 
     out: str = cfg_field(help="output folder (problems.jsonl, summary.json)")
     people: list[int] = cfg_field([3, 4, 5], help="puzzle sizes (people per puzzle)")
     n: int = cfg_field(20, help="puzzles per size")
     seed: int = cfg_field(0, help="generator seed")
+    verification: str = cfg_field("grounded", help="grounded | candidate_local (meta['verification']: what the "
+                                  "verifier sees, the puzzle's statements or each trace's own constraints)")
+    source: str = cfg_field("calver", help="calver (the package's generator) | reasoning_gym (reasoning-gym's "
+                            "knights_knaves dataset; needs `pip install reasoning-gym`)")
 
     def __post_init__(self) -> None:
         from calver.data_gen.knights import MAX_PEOPLE, MIN_PEOPLE
+        from calver.verifier.tasks.knights_local import VERIFICATION_MODES
 
         _positive(self, "n")
         _known("people", self.people, list(range(MIN_PEOPLE, MAX_PEOPLE + 1)))
+        if self.verification not in VERIFICATION_MODES:
+            raise ConfigError(f"field 'verification' must be one of {', '.join(VERIFICATION_MODES)}, "
+                              f"got {self.verification!r}")
+        sources = ("calver", "reasoning_gym")
+        if self.source not in sources:
+            raise ConfigError(f"field 'source' must be one of {', '.join(sources)}, got {self.source!r}")
+        if self.source == "reasoning_gym":
+            from calver.data_gen import reasoning_gym_kk
+
+            if not reasoning_gym_kk.available():
+                raise ConfigError(reasoning_gym_kk.INSTALL_HINT)
+
 
 
 # ---- building ------------------------------------------------------------------------------------
@@ -143,11 +164,27 @@ def cg2llm_rows(cfg: Cg2llmDataConfig) -> tuple[list[Problem], dict[str, Any]]:
 
 
 def kk_rows(cfg: KkDataConfig) -> tuple[list[Problem], dict[str, Any]]:
-    from calver.data_gen.knights import generate_kk
+    sizes = list(dict.fromkeys(cfg.people))
+    summary: dict[str, Any] = {}
+    if cfg.source == "reasoning_gym":
+        from calver.data_gen.reasoning_gym_kk import reasoning_gym_kk
 
-    problems = [generate_kk(k, i, cfg.seed) for k in dict.fromkeys(cfg.people) for i in range(cfg.n)]
-    return problems, {"items": dict(Counter(f"{p.meta['people']} people" for p in problems)),
-                      "source": "calver.data_gen.knights"}
+        problems, skipped = [], {}
+        for k in sizes:
+            got, skip = reasoning_gym_kk(k, cfg.n, cfg.seed)
+            problems += got
+            skipped[f"{k} people"] = dict(sorted(skip.items()))
+        summary["source"], summary["skipped"] = "reasoning_gym.logic.knights_knaves", skipped
+    else:
+        from calver.data_gen.knights import generate_kk
+
+        problems = [generate_kk(k, i, cfg.seed) for k in sizes for i in range(cfg.n)]
+        summary["source"] = "calver.data_gen.knights"
+    if cfg.verification != "grounded":
+        for p in problems:
+            p.meta["verification"] = cfg.verification
+    return problems, {"items": dict(Counter(f"{p.meta['people']} people" for p in problems)), **summary,
+                      "verification": cfg.verification}
 
 
 def write_problems(out: Path, problems: Sequence[Problem], summary: dict[str, Any]) -> None:
@@ -158,7 +195,9 @@ def write_problems(out: Path, problems: Sequence[Problem], summary: dict[str, An
     (out / "summary.json").write_text(json.dumps({"n_problems": len(problems), **summary}, indent=2) + "\n")
 
 
-_ADAPTERS: dict[str, tuple[type, Callable, str]] = {
+ADAPTERS: dict[str, tuple[type, Callable, str]] = {
+    # `calver data clear` has its own parser (positional PATHs, coverage.json): calver.data_gen.clear_core
+    "clear": (ClearDataConfig, clear_rows, "CLEAR find-one-valid items (bundled release, or PATH...)"),
     "bnlearn": (BnlearnDataConfig, bnlearn_rows, "bnlearn networks: graph supplied, or L1-L3 text (--level)"),
     "cg2llm": (Cg2llmDataConfig, cg2llm_rows, "CausalGraph2LLM-style items in several graph encodings"),
     "kk": (KkDataConfig, kk_rows, "knights-and-knaves puzzles (the package's generator)"),
@@ -168,7 +207,7 @@ _ADAPTERS: dict[str, tuple[type, Callable, str]] = {
 def _run(name: str, args) -> int:
     from calver.data_gen.cli import check_out_dir
 
-    cls, build, _ = _ADAPTERS[name]
+    cls, build, _ = ADAPTERS[name]
     cfg = parse_command(f"data {name}", cls, args)
     if cfg is None:
         return 2
@@ -191,7 +230,9 @@ def _run(name: str, args) -> int:
 
 def add_benchmark_commands(data_subparsers) -> None:
     """Register ``bnlearn``, ``cg2llm`` and ``kk`` on the ``calver data`` sub-parsers."""
-    for name, (cls, _, help_text) in _ADAPTERS.items():
+    for name, (cls, _, help_text) in ADAPTERS.items():
+        if name == "clear":  # registered by calver.data_gen.clear_core.add_clear_command
+            continue
         p = add_command(data_subparsers, name, (cls,), help=help_text, description=cls.__doc__)
         p.set_defaults(func=lambda args, name=name: _run(name, args))
 

@@ -5,7 +5,10 @@
   ``$CALVER_CACHE_DIR/bnlearn`` (default ``~/.cache/calver/bnlearn``); the cache is keyed by the
   SHA-256 of the packaged file, so an upgraded wheel re-parses. No pickle.
 * :func:`treatment_outcome_pairs` picks nontrivial pairs (X an ancestor of Y, an open backdoor
-  path, at least ``min_valid`` valid backdoor sets on the ancestral subgraph of {X, Y}).
+  path, at least ``min_valid`` valid backdoor sets on the ancestral subgraph of {X, Y}): seeded random
+  draws, then the pairs whose ancestral subgraph fits ``max_nodes`` (:func:`fitting_pairs`; large
+  networks such as andes), then, on a network with no confounded pair (cancer, earthquake), pairs
+  without an open backdoor path (``meta["backdoor_open"] = False``).
 * :func:`bnlearn_problems` builds supplied-graph :class:`Problem`s for ``backdoor_set`` (any /
   minimal / maximal), ``frontdoor_set``, ``separation_set``, ``mediator`` and
   ``intervention_reachability``; the prompt graph is the query-relevant ancestral subgraph.
@@ -48,6 +51,7 @@ from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import Problem
 
 __all__ = ["available_networks", "network_path", "load_network", "ancestral_subgraph", "treatment_outcome_pairs",
+           "fitting_pairs",
            "bnlearn_problems", "binarized_cpts", "binary_ate", "to_scm_cpts", "ate_problems", "cache_dir",
            "BNLEARN_TASKS"]
 
@@ -169,12 +173,35 @@ def _backdoor_count(sub: CausalGraph, x: str, y: str, need: int) -> int:
     return len(fam.validity_class(sub, q, limit=need))
 
 
+def fitting_pairs(g: CausalGraph, max_nodes: int) -> list[tuple[str, str]]:
+    """Every ``(X, Y)``, in graph order, with X a proper ancestor of Y that has parents and an ancestral
+    subgraph of {X, Y} (= Y and its ancestors, X being one) of at most ``max_nodes`` nodes."""
+    from calver.verifier.paths import ancestors
+
+    out = []
+    for y in g.nodes:
+        anc = ancestors(g, [y])
+        if len(anc) + 1 <= max_nodes:
+            out += [(x, y) for x in g.nodes if x in anc and x != y and g.parents(x)]
+    return out
+
+
 def treatment_outcome_pairs(g: CausalGraph, rng: random.Random, n: int = 10, *, min_valid: int = 2,
-                            max_nodes: int = 16, max_tries: int = 4000) -> list[tuple[str, str, CausalGraph]]:
+                            max_nodes: int = 16, max_tries: int = 4000,
+                            unconfounded_fallback: bool = True) -> list[tuple[str, str, CausalGraph]]:
     """Up to ``n`` distinct nontrivial ``(X, Y, ancestral subgraph)``: X is an ancestor of Y, X and
     Y are connected by an open backdoor path (not separated by ∅ once X's out-edges are cut), the
     ancestral subgraph of {X, Y} has at most ``max_nodes`` nodes and at least ``min_valid`` valid
-    backdoor adjustment sets."""
+    backdoor adjustment sets.
+
+    Pairs are drawn at random (X, then a descendant Y) for ``max_tries`` draws. When that finds fewer
+    than ``n``, the remaining :func:`fitting_pairs`, shuffled by a generator seeded from ``rng``'s state
+    (``rng`` itself is left where the draws left it), are checked in turn: on a large network almost every
+    Y has more than ``max_nodes`` ancestors (andes: 118 of its 9,658 ancestor-descendant pairs fit in 16
+    nodes, 3 of them nontrivial), which random draws miss. A network with no confounded pair at all
+    (cancer, earthquake: every backdoor path of X stops at X's parents) then, with
+    ``unconfounded_fallback``, takes pairs without an open backdoor path (∅ is one of their >= ``min_valid``
+    valid sets)."""
     from calver.verifier.primitives import descendants, is_separated
 
     out, seen = [], set()
@@ -195,6 +222,28 @@ def treatment_outcome_pairs(g: CausalGraph, rng: random.Random, n: int = 10, *, 
             continue
         if is_separated(sub, [x], [y], [], remove_outgoing_of=[x]):
             continue
+        if _backdoor_count(sub, x, y, min_valid) >= min_valid:
+            out.append((x, y, sub))
+    if len(out) >= n:
+        return out
+    fits = fitting_pairs(g, max_nodes)
+    random.Random(hashlib.sha256(repr(rng.getstate()).encode()).hexdigest()).shuffle(fits)
+    open_pairs = []
+    for x, y in fits:
+        if len(out) >= n:
+            break
+        sub = ancestral_subgraph(g, (x, y))
+        if is_separated(sub, [x], [y], [], remove_outgoing_of=[x]):
+            continue
+        open_pairs.append((x, y))
+        if (x, y) not in seen and _backdoor_count(sub, x, y, min_valid) >= min_valid:
+            out.append((x, y, sub))
+    if out or open_pairs or not unconfounded_fallback:
+        return out
+    for x, y in fits:
+        if len(out) >= n:
+            break
+        sub = ancestral_subgraph(g, (x, y))
         if _backdoor_count(sub, x, y, min_valid) >= min_valid:
             out.append((x, y, sub))
     return out
@@ -225,7 +274,9 @@ def bnlearn_problems(name: str, task: str, n: int = 10, seed: int = 0, *, varian
 
     if task == "backdoor_set":
         for x, y, sub in treatment_outcome_pairs(g, rng, n, max_nodes=max_nodes):
-            add({"treatment": x, "outcome": y, "variant": variant}, sub)
+            # an unconfounded pair (only on networks without a confounded one) is marked as such
+            extra = {"backdoor_open": False} if is_separated(sub, [x], [y], [], remove_outgoing_of=[x]) else None
+            add({"treatment": x, "outcome": y, "variant": variant}, sub, extra)
         return out
     pairs = [(x, y) for x in g.nodes for y in sorted(descendants(g, x))]
     rng.shuffle(pairs)
@@ -376,6 +427,7 @@ def ate_problems(name: str, n: int = 10, seed: int = 0, *, max_nodes: int = 12, 
     """``ate_threshold`` problems from real (binarized) CPTs: ``data = {"cpts": <scm mapping>, "epsilon"}``
     over the ancestral subgraph of {X, Y}; the threshold τ lies 2ε..min(0.25, |ATE|) away from the true ATE
     (computed by :func:`calver.verifier.scm.true_ate`, cross-checked against :func:`binary_ate`)."""
+    from calver.verifier.primitives import is_separated
     from calver.verifier.scm import BinarySCM, render_cpts, true_ate
 
     g, cpds = load_network(name, cache)
@@ -404,6 +456,8 @@ def ate_problems(name: str, n: int = 10, seed: int = 0, *, max_nodes: int = 12, 
                     meta={"source": "bnlearn", "network": name, "encoding": "arrows", "ate": ate, "label": ate > tau,
                           "binarization": "1 = first BIF state; CPTs coarsened under the exact joint",
                           "states": {v: cpds[v]["states"] for v in sub.nodes}})
+        if is_separated(sub, [x], [y], [], remove_outgoing_of=[x]):  # only on networks without a confounded pair
+            p.meta["backdoor_open"] = False
         _add_n_valid(p)
         out.append(p)
     return out

@@ -7,16 +7,18 @@ Covered (find-one-valid) question types, mapped by regex on the question text:
 * d-separation / m-separation node set (any / minimal / maximal)     -> ``separation_set``
 * blocking set of a given typed path (any / minimal)                -> ``blocking_set``
 * one directed cycle                                                 -> ``cycle_witness``
+* one / the shortest / the longest path between two nodes              -> ``path``
+* the shortest / the longest back-door path                           -> ``backdoor_path``
 
-Everything else (yes/no, find-all, how-many, backdoor path, path, ...) is skipped and counted.
+Everything else (yes/no, find-all, how-many, ...) is skipped and counted.
 Grading always uses the family predicate; CLEAR's listed answers are kept only as metadata
 (``meta["listed_answers"]``): for "Find one valid ..." items they are CLEAR's full list of valid
 sets, for minimal/maximal variants and cycles one example among several valid ones. ``meta`` also
 holds the breakdown fields ``source`` ("CLEAR"), ``encoding`` ("clear") and, where cheap, ``n_valid``
 (the family's own validity class, :func:`calver.data_gen.meta.class_size`).
 
-CLI: ``add_clear_command(data_subparsers)`` registers ``clear PATH --out DIR``
-(``calver data clear PATH --out DIR``), writing ``problems.jsonl`` and ``coverage.json``.
+Inputs (files, folders, the bundled release), the typed clean core and ``calver data clear`` live in
+:mod:`calver.data_gen.clear_core`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from calver.verifier.parsers import parse_graph, parse_node_sets, parse_path
 from calver.verifier.problem import Problem, ProblemError
 
 __all__ = ["ClearStats", "load_clear", "load_clear_with_stats", "clear_item_to_problem", "map_question",
-           "parse_listed_answers", "add_clear_command"]
+           "parse_listed_answers", "read_clear_lines"]
 
 _NAME = r"[\"'`]?(?P<{g}>[^\s,\"'`]+?)[\"'`]?"
 _VARIANT = r"(?:(?P<variant>minimal|minimum|smallest|maximal|maximum|largest)\s+)?"
@@ -200,6 +202,7 @@ class ClearStats:
     skipped: Counter = field(default_factory=Counter)
     by_task: Counter = field(default_factory=Counter)
     reasons: Counter = field(default_factory=Counter)
+    clear_lines: int = 0  # lines that are CLEAR-shaped objects (a "question" and a "description")
 
     def to_dict(self) -> dict[str, Any]:
         types = sorted(set(self.covered) | set(self.skipped))
@@ -262,7 +265,7 @@ def clear_item_to_problem(item: dict[str, Any]) -> tuple[Problem | None, str]:
     return problem, ""
 
 
-def _read_items(path: str | Path) -> Iterable[tuple[int, Any]]:
+def read_clear_lines(path: str | Path) -> Iterable[tuple[int, Any]]:
     with open(path, encoding="utf-8") as fh:
         for i, line in enumerate(fh, 1):
             line = line.strip()
@@ -278,8 +281,10 @@ def load_clear_with_stats(path: str | Path) -> tuple[list[Problem], ClearStats]:
     """Read one CLEAR JSONL file; return the covered problems and per-task-type coverage."""
     stats = ClearStats()
     out: list[Problem] = []
-    for _lineno, item in _read_items(path):
+    for _lineno, item in read_clear_lines(path):
         ttype = str(item.get("task_type", "?")) if isinstance(item, dict) else "?"
+        if isinstance(item, dict) and "question" in item and "description" in item:
+            stats.clear_lines += 1
         problem, why = clear_item_to_problem(item) if item is not None else (None, "invalid JSON line")
         if problem is None:
             stats.skipped[ttype] += 1
@@ -294,48 +299,3 @@ def load_clear_with_stats(path: str | Path) -> tuple[list[Problem], ClearStats]:
 def load_clear(path: str | Path) -> list[Problem]:
     """``Problem``s for the CLEAR items in ``path`` that a registered family covers (others skipped)."""
     return load_clear_with_stats(path)[0]
-
-
-# ---- CLI --------------------------------------------------------------------------------------
-def _cmd_clear(args) -> int:
-    import sys
-
-    from calver.config import ConfigError
-    from calver.data_gen.cli import check_out_dir
-
-    out = Path(args.out)
-    try:
-        check_out_dir(args.out, "--out")
-    except ConfigError as e:
-        print(f"calver data clear: {e}", file=sys.stderr)
-        return 2
-    try:
-        problems, stats = load_clear_with_stats(args.path)
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"calver data clear: cannot read {args.path}: {e}", file=sys.stderr)
-        return 2
-    report = stats.to_dict()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / "problems.jsonl", "w", encoding="utf-8") as fh:
-            for p in problems:
-                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
-        (out / "coverage.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    except OSError as e:
-        print(f"calver data clear: cannot write {out}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    print(f"wrote {len(problems)} problems to {out / 'problems.jsonl'} "
-          f"({report['covered']}/{report['total']} items covered)")
-    for t, c in report["per_task_type"].items():
-        print(f"  {t}: {c['covered']} covered, {c['skipped']} skipped")
-    return 0
-
-
-def add_clear_command(data_subparsers) -> None:
-    """Register ``clear PATH --out DIR`` on the ``calver data`` sub-parsers."""
-    p = data_subparsers.add_parser("clear", help="convert a CLEAR JSONL file into calver problems",
-                                   description="Read CLEAR JSONL items into supplied-graph problems for the "
-                                               "find-one-valid tasks calver covers; other items are skipped.")
-    p.add_argument("path", help="a CLEAR JSONL file")
-    p.add_argument("--out", required=True, help="output folder (problems.jsonl, coverage.json)")
-    p.set_defaults(func=_cmd_clear)

@@ -29,7 +29,7 @@ def add_commands(subparsers) -> None:
     p.set_defaults(func=run_gen)
 
     from calver.data_gen.benchmark_cli import add_benchmark_commands
-    from calver.data_gen.clear import add_clear_command
+    from calver.data_gen.clear_core import add_clear_command
 
     data = subparsers.add_parser("data", help="convert external benchmarks into calver problems")
     dsub = data.add_subparsers(dest="data_command", metavar="DATASET")

@@ -29,7 +29,7 @@ from calver.verifier.problem import Problem
 
 __all__ = ["SOURCES", "META_KEYS", "ENUM_MAX_NODES", "CLASS_CAP", "class_size", "query_source_id"]
 
-SOURCES = ("generated", "CLEAR", "bnlearn", "cg2llm", "knights", "ate")
+SOURCES = ("generated", "CLEAR", "bnlearn", "cg2llm", "knights", "reasoning_gym", "ate")
 META_KEYS = ("source", "network", "encoding", "text_level", "people", "ate", "n_valid")
 ENUM_MAX_NODES = 16  # subset / path enumeration is exponential in the graph: past this, no n_valid
 CLASS_CAP = 10_000  # classes that can explode (paths, cycles) are counted up to this many

@@ -2,10 +2,12 @@
 
 A field is read from the unit's full problem (task, mode, graph class, and the analysis-only
 ``Problem.meta`` keys every adapter fills: ``source``, ``network``, ``encoding``, ``text_level``,
-``people``, ``ate``, ``n_valid``), never from a selector's view. ``policy`` is the pool a unit came
+``people``, ``ate``, ``n_valid``), never from a selector's view; ``verification`` is what the verifier
+judged candidates on (:func:`calver.infer.firewall.verification_mode`). ``policy`` is the pool a unit came
 from when several pools are evaluated together. A unit whose problem does not record the field falls in
 the stratum ``n/a`` (counted in :attr:`Breakdown.n_missing`). Intervals resample the stratum's own
-source-problem clusters.
+source-problem clusters. A stratum with constructed-mode units also reports their graph recovery
+(:mod:`calver.evaluation.graph_recovery`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import numpy as np
 
 from calver.evaluation.bootstrap import mean_ci, paired_diff_ci
+from calver.evaluation.graph_recovery import UnitGraphRecovery, recover_units, summarize
 from calver.evaluation.metrics import coverage, selected_correct
 from calver.evaluation.results import Breakdown, BreakdownRow, Interval
 from calver.evaluation.units import UnitFacts
+from calver.infer.firewall import verification_mode
 
 MISSING = "n/a"
 # |ATE - threshold| band edges: how close the effect sits to the decision boundary
@@ -69,6 +73,20 @@ def _validity_class(u: UnitFacts) -> str | None:
     return "none" if n == 0 else "one" if n == 1 else "many"
 
 
+def _verification(u: UnitFacts) -> str | None:
+    p = u.grading_problem or u.problem  # the full problem: K&K records its mode in meta, which views lack
+    return None if p is None else verification_mode(p)
+
+
+def verification_counts(units: Sequence[UnitFacts]) -> dict[str, int]:
+    """{verification mode: units}, in first-seen order (units without a problem are not counted)."""
+    out: dict[str, int] = {}
+    for u in units:
+        if (m := _verification(u)) is not None:
+            out[m] = out.get(m, 0) + 1
+    return out
+
+
 BY_FIELDS: dict[str, Callable[[UnitFacts], Any]] = {
     "task": _problem("task"),
     "graph_class": _problem("graph_class"),
@@ -80,6 +98,7 @@ BY_FIELDS: dict[str, Callable[[UnitFacts], Any]] = {
     "people": _meta("people"),
     "ate_margin": _ate_margin,
     "validity_class": _validity_class,  # one / many satisfiers (meta n_valid)
+    "verification": _verification,  # source_graph / candidate_graph / grounded / candidate_local
 }
 POLICY_FIELD = "policy"
 
@@ -107,10 +126,14 @@ def _sort_key(stratum: str) -> tuple:
 
 def breakdowns(units: Sequence[UnitFacts], indices: Mapping[str, Mapping[Hashable, Any]], fields: Sequence[str], *,
                keys: Sequence[Hashable] | None = None, policies: Sequence[str] | None = None, draws: int = 2000,
-               seed: int = 0, target: str = "calver", baseline: str = "plurality") -> dict[str, Breakdown]:
-    """{field: :class:`Breakdown`} over ``units`` (each covered by every selector in ``indices``)."""
+               seed: int = 0, target: str = "calver", baseline: str = "plurality",
+               recovery: Mapping[Hashable, UnitGraphRecovery] | None = None) -> dict[str, Breakdown]:
+    """{field: :class:`Breakdown`} over ``units`` (each covered by every selector in ``indices``).
+    ``recovery``: the units' :func:`~calver.evaluation.graph_recovery.recover_units`, when already known."""
     fields = check_fields(fields, policy=policies is not None)
     keys = [u.key for u in units] if keys is None else list(keys)
+    if recovery is None:  # parsed once here, not once per field and stratum
+        recovery = recover_units(units, indices, keys=keys, selectors=(target, baseline))
     out: dict[str, Breakdown] = {}
     for f in fields:
         if f == POLICY_FIELD:
@@ -129,10 +152,12 @@ def breakdowns(units: Sequence[UnitFacts], indices: Mapping[str, Mapping[Hashabl
                 coverage=Interval.of(mean_ci(coverage(sub).astype(np.float64), clusters, draws=draws, seed=seed)),
                 paired={n: Interval.of(paired_diff_ci(correct[target], c, clusters, draws=draws, seed=seed))
                         for n, c in correct.items() if n != target and target in correct},
+                graph_recovery=summarize([recovery[keys[j]] for j in idx if keys[j] in recovery], draws=draws,
+                                         seed=seed, keep_units=False),
             ))
         out[f] = Breakdown(field=f, target=target, baseline=baseline, rows=rows, n_missing=values.count(MISSING))
     return out
 
 
 __all__ = ["ATE_MARGIN_EDGES", "BY_FIELDS", "MISSING", "POLICY_FIELD", "ate_margin_band", "breakdowns",
-           "check_fields"]
+           "check_fields", "verification_counts"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, HEADLINE_DRAWS
@@ -51,8 +52,9 @@ class EvalConfig:
     seed: int = cfg_field(0, help="bootstrap / audit RNG seed")
     prefixes: list[int] = cfg_field(list(K_GRID), help="K-prefix grid of the K-curve")
     threshold: float = cfg_field(6, help="score threshold for calibration")
-    by: list[str] = cfg_field([], help="breakdown fields (repeatable): task, graph_class, mode, source, network, "
-                              "encoding, text_level, people, ate_margin, validity_class; policy with several pools")
+    by: list[str] = cfg_field([], help="breakdown fields (repeatable): task, graph_class, mode, verification, source, "
+                              "network, encoding, text_level, people, ate_margin, validity_class; policy with several "
+                              "pools")
     union: bool = cfg_field(False, help="several pools over different problem sets: evaluate their union (the "
                             "report says so); without it such pools are refused")
     audits: bool = cfg_field(True, help="run the renaming / swap / damage audits")
@@ -108,6 +110,8 @@ class AuditJudgesConfig:
     judge_model: str | None = cfg_field(None, help="LLM judge model (through the shared sampler)")
     judge_threshold: float = cfg_field(0.5, help="judge accept threshold on its [0, 1] score")
     judge_max_tokens: int = cfg_field(16, help="judge completion tokens")
+    judge_sampler_kwargs: dict[str, Any] = cfg_field(
+        {}, help="extra backend arguments of the judge's sampler (YAML mapping, e.g. tensor_parallel_size, dtype)")
     max_sources: int | None = cfg_field(None, help="audit only the first N source traces")
     sources: list[str] = cfg_field(["pool", "canonical"], help="pool (max-score correct candidates) and/or "
                                    "canonical (commas also split)")
@@ -297,7 +301,7 @@ def _refine(args) -> int:
     model, adapter = run.model or model, run.adapter or adapter
     if not model:
         return _err("refine", ValueError("no --model given and the pool manifest names none"))
-    with make_sampler(model, adapter, backend=run.backend) as sampler:
+    with make_sampler(model, adapter, backend=run.backend, **cfg.sampler_kwargs) as sampler:
         res = run_refine(run.pool, sampler, cfg, run.out, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(markdown(res))
     return 0
@@ -317,7 +321,7 @@ def _audit(args) -> int:
     if cfg.judge_model:
         from calver.infer.sampler import make_sampler
 
-        judge = make_sampler(cfg.judge_model, backend=cfg.backend)
+        judge = make_sampler(cfg.judge_model, backend=cfg.backend, **cfg.judge_sampler_kwargs)
     try:
         res = run_audit(cfg.pool, prm=prm, prm_threshold=cfg.prm_threshold, judge_sampler=judge,
                         judge_threshold=cfg.judge_threshold, judge_max_tokens=cfg.judge_max_tokens,

@@ -26,7 +26,8 @@ from calver.evaluation.bootstrap import (
     mean_ci,
     paired_diff_ci,
 )
-from calver.evaluation.breakdowns import breakdowns, check_fields
+from calver.evaluation.breakdowns import breakdowns, check_fields, verification_counts
+from calver.evaluation.graph_recovery import recover_units, summarize
 from calver.evaluation.metrics import (
     BUILTIN_SELECTORS,
     TIE_AUDIT,
@@ -205,6 +206,7 @@ def evaluate_units(
         fragmentation=_fragmentation(a, b, covered, frag, uniq, clusters, decomp_draws, seed),
         calibration=Calibration.from_dict(to_json(calibration(s, c, threshold))),
         units=rows,
+        verification=verification_counts(common),
     )
 
 
@@ -298,8 +300,10 @@ def evaluate_policy(
     if ladder:
         res.ladder = Ladder.from_dict(to_json(audit_runs.graph_ladder(common, frac=ladder_frac, seed=seed,
                                                                       draws=decomp_draws)))
+    recovery = recover_units(common, indices, selectors=(TARGET, BASELINE))  # constructed-mode units only
+    res.graph_recovery = summarize(list(recovery.values()), draws=draws, seed=seed)
     if by:
-        res.breakdowns = breakdowns(common, indices, by, draws=draws, seed=seed)
+        res.breakdowns = breakdowns(common, indices, by, draws=draws, seed=seed, recovery=recovery)
     manifests = [pool_manifest(p) for p in pools]
     res.meta = EvalMeta(
         pool=", ".join(str(p.root) for p in pools),

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from calver.evaluation.graph_recovery import GraphRecovery
 from calver.evaluation.results import Breakdown, EvalResult, Interval, KCurve, MultiEvalResult
 
 CURVE_SELECTORS = ("calver", "prm", "plurality")
@@ -59,7 +60,10 @@ def render_markdown(res: EvalResult, figures: dict[str, str]) -> str:
          f"(cluster key `{res.cluster_key}`). Headline intervals: {m.draws} clustered paired bootstrap draws; "
          f"decompositions: {m.decomp_draws}; seed {m.seed}. Percentages are rounded for display only; "
          "gains are computed from unrounded values (results.json).", ""]
+    L += verification_lines(res.verification)
     L += headline_sections(res)
+    if res.graph_recovery is not None:
+        L += ["", *graph_recovery_section(res.graph_recovery)]
     t = res.tie_audit
     L += ["", "## Tie-rule audit (CALVER)", "", f"Units with a tied maximum score: {t.n_tied_units}.", ""]
     L += table(["tie rule", "accuracy [95% CI]", "draws"],
@@ -143,6 +147,49 @@ def headline_sections(res: EvalResult) -> list[str]:
     return L
 
 
+# What the verifier sees in each mode (:func:`calver.infer.firewall.verification_mode`).
+VERIFICATION_TEXT = {
+    "source_graph": "(supplied graph): CALVER judged every candidate on the source graph the policy was shown.",
+    "candidate_graph": "(constructed graph): the source graph is hidden, so CALVER judged each candidate on the graph "
+                       "in its own GRAPH slot (read from the prose); correctness is graded on the source graph.",
+    "grounded": "(K&K): CALVER checked each candidate against the puzzle's own statements.",
+    "candidate_local": "(K&K): CALVER checked each candidate's own CONSTRAINTS, not the puzzle's statements; "
+                       "correctness is graded on the puzzle.",
+}
+
+
+def verification_lines(counts: Mapping[str, int]) -> list[str]:
+    """``Verification: MODE N units; ...`` and one sentence per mode (nothing when no unit has a problem)."""
+    if not counts:
+        return []
+    L = ["Verification: " + "; ".join(f"{m} {n} units" for m, n in counts.items()) + ".", ""]
+    L += [f"- `{m}` {VERIFICATION_TEXT.get(m, ': a verification mode this report does not describe.')}"
+          for m in counts]
+    return L + [""]
+
+
+def f1_text(r: Interval | None) -> str:
+    """A mean edge F1 ``estimate [low, high]`` on its own 0-1 scale."""
+    return "n/a" if r is None else f"{num(r.estimate)} [{num(r.ci_low)}, {num(r.ci_high)}]"
+
+
+def graph_recovery_rows(g: GraphRecovery) -> list[list[str]]:
+    """Candidate-level exact recovery and F1, then each selector's pick (units)."""
+    rows = [["all candidates", str(g.n_candidates), ci_text(g.exact), f1_text(g.f1)]]
+    rows += [[f"`{n}` pick", str(g.n_units), ci_text(s.exact), f1_text(s.f1)] for n, s in g.selected.items()]
+    return rows
+
+
+def graph_recovery_section(g: GraphRecovery, heading: str = "##") -> list[str]:
+    """Exact graph recovery and edge F1 of the constructed-mode units (the bnlearn ladder's numbers)."""
+    L = [f"{heading} Graph recovery (constructed mode)", "",
+         f"{g.n_units} constructed-mode units in {g.n_clusters} clusters: each candidate's GRAPH slot against the "
+         "source graph. Exact: same nodes, directed and bidirected edges; edge F1 over directed (ordered) and "
+         "bidirected (unordered) edges, 1 when both have none. A GRAPH slot that does not parse is no graph "
+         f"(not exact, F1 0): {g.n_unparsed} of {g.n_candidates} candidates.", ""]
+    return L + table(["graphs", "n", "exact recovery (%) [95% CI]", "edge F1 [95% CI]"], graph_recovery_rows(g))
+
+
 def decomposition_table(res: EvalResult) -> list[str]:
     return table(["pools", "n", "repairs", "new errors", "ratio", "net gain (pp) [95% CI]"],
                  [[k, str(d.n), str(d.repairs), str(d.new_errors), num(d.ratio, 2), ci_text(d.net_gain_ci, True)]
@@ -159,6 +206,11 @@ def breakdown_section(b: Breakdown) -> list[str]:
     L += table([b.field, "units", "clusters", *names, "coverage", *[f"{b.target} - {n} (pp)" for n in gains]],
                [[r.stratum, str(r.n_units), str(r.n_clusters), *[ci_text(r.accuracy[n]) for n in names],
                  ci_text(r.coverage), *[ci_text(r.paired.get(n), True) for n in gains]] for r in b.rows])
+    rec = [r for r in b.rows if r.graph_recovery is not None]
+    if rec:  # strata with constructed-mode units
+        L += ["", f"Graph recovery by `{b.field}` (constructed-mode units of the stratum):", ""]
+        L += table([b.field, "graphs", "n", "exact recovery (%) [95% CI]", "edge F1 [95% CI]"],
+                   [[r.stratum, *row] for r in rec for row in graph_recovery_rows(r.graph_recovery)])
     return L
 
 
@@ -313,9 +365,15 @@ def render_multi_markdown(res: MultiEvalResult, figures: dict[str, str], policy_
          f"{p.n_units} problem-seed units in {p.n_clusters} clusters (cluster key `{p.cluster_key}`, shared across "
          f"pools: one source problem sampled by several policies is one cluster). {scope} Headline intervals: "
          f"{m.draws if m else '?'} clustered paired bootstrap draws; decompositions: {m.decomp_draws if m else '?'}; "
-         f"seed {m.seed if m else '?'}. Percentages are rounded for display only (results.json is unrounded).", "",
-         "## Policies (accuracy %, 95% CI)", ""]
+         f"seed {m.seed if m else '?'}. Percentages are rounded for display only (results.json is unrounded).", ""]
+    L += verification_lines(p.verification)
+    L += ["## Policies (accuracy %, 95% CI)", ""]
     L += policy_table(res)
+    rec = {k: r.graph_recovery for k, r in res.policies.items() if r.graph_recovery is not None}
+    if rec:
+        L += ["", "## Graph recovery per policy (constructed-mode units)", ""]
+        L += table(["policy", "graphs", "n", "exact recovery (%) [95% CI]", "edge F1 [95% CI]"],
+                   [[k, *row] for k, g in rec.items() for row in graph_recovery_rows(g)])
     L += ["", "Pools: " + "; ".join(f"`{k}`: " + ", ".join(f"`{x}`" for x in v) for k, v in res.pools.items())]
     L += ["", "## Pooled over policies", ""]
     L += [x.replace("## ", "### ", 1) if x.startswith("## ") else x for x in headline_sections(p)]

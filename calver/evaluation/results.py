@@ -14,9 +14,12 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from calver.evaluation.graph_recovery import GraphRecovery
 
 T = TypeVar("T")
 
@@ -83,6 +86,14 @@ def from_json(tp: Any, data: Any) -> Any:
     return data
 
 
+def _late_types() -> dict[str, Any]:
+    """Block types defined in modules that import this one (they subclass :class:`JsonRecord`), so their
+    names resolve only when a result is read, not when this module is imported."""
+    from calver.evaluation.graph_recovery import GraphRecovery
+
+    return {"GraphRecovery": GraphRecovery}
+
+
 class JsonRecord:
     """Mixin: ``to_dict`` / ``from_dict`` from the dataclass's annotations."""
 
@@ -96,7 +107,7 @@ class JsonRecord:
         custom = getattr(cls, "_from_json", None)
         if custom is not None:
             return custom(data)
-        hints = typing.get_type_hints(cls)
+        hints = typing.get_type_hints(cls, localns=_late_types())
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         unknown = sorted(set(data) - names)
         if unknown:
@@ -365,6 +376,7 @@ class BreakdownRow(JsonRecord):
     accuracy: dict[str, Interval]
     coverage: Interval
     paired: dict[str, Interval]
+    graph_recovery: GraphRecovery | None = None  # the stratum's constructed-mode units, if any
 
 
 @dataclass
@@ -404,6 +416,8 @@ class EvalResult(JsonRecord):
     ladder: Ladder | None = None
     breakdowns: dict[str, Breakdown] | None = None
     meta: EvalMeta | None = None
+    graph_recovery: GraphRecovery | None = None  # constructed-mode units only (None: there are none)
+    verification: dict[str, int] = field(default_factory=dict)  # verification mode -> units
 
 
 @dataclass

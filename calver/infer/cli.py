@@ -11,6 +11,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from calver.config import ArgumentParser, ConfigError, add_command, cfg_field, check_types, parse
 from calver.infer.sample_config import BACKENDS, SampleConfig
@@ -34,6 +35,10 @@ class SelectConfig:
                                          "reward_model_trace")
     prm: str | None = cfg_field(None, help="distilled PRM directory")
     backend: str = cfg_field("auto", help="sampler backend for confidence / judge: auto | vllm | hf")
+    judge_sampler_kwargs: dict[str, Any] = cfg_field(
+        {}, help="extra backend arguments of the judge's sampler (YAML mapping, e.g. tensor_parallel_size, dtype)")
+    policy_sampler_kwargs: dict[str, Any] = cfg_field(
+        {}, help="extra backend arguments of the confidence selector's policy sampler (YAML mapping)")
 
     def __post_init__(self) -> None:
         check_types(self)
@@ -136,12 +141,14 @@ def _build(names: list[str], cfg: SelectConfig, pool):
 
     sels, samplers = [], {}
 
-    def sampler_for(model: str, adapter: str | None):
-        if (model, adapter) not in samplers:
+    def sampler_for(model: str, adapter: str | None, kwargs: dict[str, Any]):
+        # one sampler per model + settings: judge and policy share it only when their kwargs agree
+        key = (model, adapter, repr(sorted(kwargs.items())))
+        if key not in samplers:
             from calver.infer.sampler import make_sampler
 
-            samplers[(model, adapter)] = make_sampler(model, adapter, backend=cfg.backend)
-        return samplers[(model, adapter)]
+            samplers[key] = make_sampler(model, adapter, backend=cfg.backend, **kwargs)
+        return samplers[key]
 
     for n in names:
         if n == "confidence" and (cfg.policy or "confidence" not in pool.selection_names()):
@@ -149,10 +156,10 @@ def _build(names: list[str], cfg: SelectConfig, pool):
             model = cfg.policy or (m.get("model") or {}).get("path")
             adapter = None if cfg.policy else (m.get("adapter") or {}).get("path")
             if model:
-                sels.append(build_selector(n, sampler=sampler_for(model, adapter)))
+                sels.append(build_selector(n, sampler=sampler_for(model, adapter, cfg.policy_sampler_kwargs)))
                 continue
         if n == "judge" and cfg.judge_model:
-            sels.append(build_selector(n, sampler=sampler_for(cfg.judge_model, None)))
+            sels.append(build_selector(n, sampler=sampler_for(cfg.judge_model, None, cfg.judge_sampler_kwargs)))
         elif n in ("reward_model", "reward_model_trace") and cfg.reward_model:
             sels.append(build_selector(n, model_path=cfg.reward_model))
         elif n == "prm" and cfg.prm:

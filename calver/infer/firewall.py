@@ -20,6 +20,14 @@ non-numeric stored score) :class:`FirewallError` is raised and the run refuses. 
 re-walks every view right before a selector runs (``calver.infer.select.run_selector``).
 Selectors return only (index, scores[, answer]); labels are reattached afterwards, outside
 ``calver.infer`` (``calver.evaluation.grading.grade_rows``).
+
+Verification modes: a knights_knaves problem whose ``meta["verification"]`` is ``"candidate_local"``
+loses its formal ``data.statements`` here (keeping ``data.speakers``, who speaks, which the text shows),
+so every consumer of a stripped problem (selectors, the score table, evaluation units, PRM training)
+scores it candidate-locally: each trace against its own CONSTRAINTS
+(:mod:`calver.verifier.tasks.knights_local`). Absent or ``"grounded"`` keeps the statements (the
+default). Grading always runs on the unstripped problem. :func:`verification_mode` names what the
+verifier sees for any problem.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from calver.infer.pool import PoolError
 from calver.verifier.prepared import PreparedProblem, prepare
-from calver.verifier.problem import Problem
+from calver.verifier.problem import Problem, ProblemError
+from calver.verifier.tasks.knights_local import VERIFICATION_MODES
 
 # Keys (after lower-casing and '-'/' ' -> '_') that never reach a selector.
 FORBIDDEN_KEYS: frozenset[str] = frozenset(
@@ -62,8 +71,15 @@ ANALYSIS_KEYS: frozenset[str] = frozenset(
 PROBLEM_FIELDS: tuple[str, ...] = ("task", "query", "graph", "text", "mode", "graph_class", "variables", "data", "id")
 
 
+KK_TASK = "knights_knaves"
+
+
 class FirewallError(RuntimeError):
     """A label-bearing field reached a place where the firewall cannot strip it: the run refuses."""
+
+
+class VerificationModeError(FirewallError, ProblemError):
+    """``meta["verification"]`` names no known mode (or one the task does not have)."""
 
 
 def norm_key(key: Any) -> str:
@@ -154,6 +170,11 @@ def strip_problem(problem: Problem | Mapping[str, Any]) -> Problem:
     data = dict(d.get("data") or {})
     payload_keys = data_payload_keys(task)
     payload = {k: data.pop(k) for k in list(data) if norm_key(k) in payload_keys}
+    if _declared_verification(problem) == "candidate_local":
+        stmts = payload.pop("statements", None)
+        people = payload.get("people")
+        if "speakers" not in payload and isinstance(stmts, Mapping) and isinstance(people, (list, tuple)):
+            payload["speakers"] = [q for q in people if q in stmts]  # who speaks: the text shows it anyway
     d["data"] = {**scrub(data, drop=ANALYSIS_KEYS, where="problem.data"), **payload}
     if d.get("mode", "supplied") != "supplied":
         if d.get("variables") is None and d.get("graph") is not None:
@@ -167,6 +188,52 @@ def strip_problem(problem: Problem | Mapping[str, Any]) -> Problem:
     p = Problem.from_dict(d)
     p.source_id = p.id
     return p
+
+
+def _declared_verification(problem: Problem | Mapping[str, Any]) -> str:
+    """``meta["verification"]`` (default ``"grounded"``), validated; VerificationModeError otherwise."""
+    meta = problem.meta if isinstance(problem, Problem) else problem.get("meta")
+    task = problem.task if isinstance(problem, Problem) else problem.get("task")
+    pid = problem.id if isinstance(problem, Problem) else problem.get("id")
+    value = meta.get("verification") if isinstance(meta, Mapping) else None
+    if value is None:
+        return "grounded"
+    if value not in VERIFICATION_MODES:
+        raise VerificationModeError(f"problem {pid!r}: meta 'verification' must be one of "
+                                    f"{', '.join(VERIFICATION_MODES)}, got {str(value)[:40]!r}")
+    if value == "candidate_local" and task != KK_TASK:
+        raise VerificationModeError(f"problem {pid!r}: meta 'verification' = 'candidate_local' applies to "
+                                    f"{KK_TASK} only (a graph task's mode is its field 'mode')")
+    return value
+
+
+def verification_mode(problem: Problem | Mapping[str, Any]) -> str:
+    """What the verifier sees when it scores ``problem`` as selectors do (on ``strip_problem(problem)``):
+
+    - ``"source_graph"``: every trace is judged on the problem's source (supplied-graph mode, or a
+      family whose policy-visible payload states the graph);
+    - ``"candidate_graph"``: constructed mode: each trace is judged on its own GRAPH;
+    - ``"grounded"`` / ``"candidate_local"`` (knights_knaves): the puzzle's statements, or each trace's
+      own CONSTRAINTS (``meta["verification"]``; a problem already stripped of its statements is
+      candidate-local).
+
+    Raises VerificationModeError (a FirewallError and a ProblemError) for an unknown
+    ``meta["verification"]``, ProblemError for a malformed problem."""
+    from calver.verifier.scoring import is_grounded
+
+    task = problem.task if isinstance(problem, Problem) else (problem.get("task") if isinstance(problem, Mapping)
+                                                                 else None)
+    if task is None:
+        raise ProblemError(f"verification_mode needs a Problem or its dict, got {type(problem).__name__}")
+    _declared_verification(problem)
+    stripped = strip_problem(problem)
+    try:
+        grounded = is_grounded(stripped)
+    except KeyError as e:
+        raise ProblemError(f"problem {stripped.id!r}: unregistered task {e.args[0]!r}") from None
+    if task == KK_TASK:
+        return "grounded" if grounded else "candidate_local"
+    return "source_graph" if grounded else "candidate_graph"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Pool manifests: everything needed to say which model, prompts, data and code produced a pool.
 
 ``build_manifest`` records model id + revision + content hash, adapter id + hash, prompt/contract
-version (and the hashes of the system prompts and of the rendered user prompts), quantization,
+version, prompt style and template hash (and the hashes of the system prompts and of the rendered user
+prompts), quantization,
 sampling params, seeds and the per-unit seed rule, corpus hash, package and scorer versions,
 backend and its version.
 ``fingerprint`` is the subset that must match for a run to resume into an existing pool.
@@ -156,9 +157,13 @@ def corpus_hash(problem_rows: Iterable[dict[str, Any]]) -> str:
 
 
 def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: dict[str, str],
-                   user_prompts: Iterable[str], backend: str) -> dict[str, Any]:
+                   user_prompts: Iterable[str], backend: str, prompt_style: str = "zero_shot",
+                   template_hash: str | None = None,
+                   response_prefixes: dict[str, str] | None = None) -> dict[str, Any]:
     """The manifest of a pool sampled with ``cfg`` (a :class:`SampleConfig`) on ``backend``;
-    ``user_prompts``: the rendered user turn of each problem, in ``problem_rows`` order."""
+    ``user_prompts``: the rendered user turn of each problem, in ``problem_rows`` order;
+    ``prompt_style`` / ``template_hash``: :mod:`calver.data_gen.prompt_styles`'s spec and hash;
+    ``response_prefixes``: per task, the trace start the prompt wrote and each stored text begins with."""
     import calver
 
     backend_pkg = {"vllm": "vllm", "hf": "transformers"}.get(backend, backend)
@@ -174,6 +179,8 @@ def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: d
         "adapter": model_record(cfg.adapter, None, "full" if cfg.model_hash != "none" else "none"),
         "prompt": {
             "version": cfg.prompt_version,
+            "style": prompt_style,
+            "template_hash": template_hash,
             "system_prompt_hashes": {t: sha256_text(s) for t, s in sorted(system_prompts.items())},
             "user_prompts_hash": prompts_hash(user_prompts),
         },
@@ -198,6 +205,8 @@ def build_manifest(cfg, *, problem_rows: list[dict[str, Any]], system_prompts: d
         "n_units": n_units,
         "unit_order": UNIT_ORDER,
     }
+    if response_prefixes:
+        manifest["prompt"]["response_prefixes"] = dict(sorted(response_prefixes.items()))
     if num_shards > 1:  # an unsharded pool (and a merged one) has no shard block
         manifest["shard"] = {"index": shard, "num_shards": num_shards, "rule": SHARD_RULE,
                              "n_units": len(range(shard, n_units, num_shards))}

@@ -14,9 +14,11 @@ own pool directory; ``calver pool merge`` (:mod:`calver.infer.pool_merge`) check
 into the pool an unsharded run writes.
 
 Prompts: system = the family's contract instructions, user = the problem text (supplied mode: the
-graph in arrow text, then the family's question), rendered by ``calver.data_gen.prompts``. The
-manifest records a hash of the system prompts and of the rendered user prompts, so a resume with
-a changed renderer is refused.
+graph in arrow text, then the family's question), rendered by ``calver.data_gen.prompts``; the
+``prompt`` style (``zero_shot`` | ``few_shot:N`` | ``completion``, :mod:`calver.data_gen.prompt_styles`)
+adds worked examples or makes one untemplated string. The manifest records the style, its template
+hash, and hashes of the system prompts and of the rendered user prompts, so a resume with a changed
+renderer or template is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from calver.data_gen.prompts import render_prompt, user_text
+from calver.data_gen.prompt_styles import build_prompt, parse_prompt_style, response_prefix, template_hash
+from calver.data_gen.prompts import user_text
 from calver.infer.manifest import build_manifest, canonical_units, mismatches, shard_units, unit_seed
 from calver.infer.pool import Pool, PoolError, read_jsonl
 from calver.infer.sample_config import SampleConfig
@@ -134,8 +137,12 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
     problems = {r["problem"]["id"]: Problem.from_dict(r["problem"]) for r in problem_rows}
     backend = sampler.backend if sampler is not None else resolve_backend(cfg)
     systems = {p.task: contract_instructions(p.task) for p in problems.values()}
+    style = parse_prompt_style(cfg.prompt)
+    prefixes = {p.task: response_prefix(p, style) for p in problems.values()}  # depends on the task only
     manifest = build_manifest(cfg, problem_rows=problem_rows, system_prompts=systems,
-                              user_prompts=[user_text(p) for p in problems.values()], backend=backend)
+                              user_prompts=[user_text(p) for p in problems.values()], backend=backend,
+                              prompt_style=style.spec, template_hash=template_hash(style, systems),
+                              response_prefixes={t: x for t, x in prefixes.items() if x})
     pool, done = prepare_pool(cfg, manifest, problem_rows, log)
     units = shard_units(canonical_units(problems, cfg.seeds), cfg.shard, cfg.num_shards)
     if cfg.num_shards > 1:
@@ -164,7 +171,7 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
         try:
             for b in range(0, len(todo), cfg.batch_units):
                 batch = todo[b : b + cfg.batch_units]
-                prompts = [render_prompt(problems[pid]) for pid, _ in batch]
+                prompts = [build_prompt(problems[pid], style) for pid, _ in batch]
                 res = sampler.generate(prompts, scfg, seeds=[unit_seed(s, pid) for pid, s in batch], progress=False)
                 for (pid, s), comps in zip(batch, res):
                     if len(comps) != cfg.k:
@@ -173,7 +180,9 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
                     pool.append_candidates(
                         {
                             "problem_id": pid, "source_id": problems[pid].source_id, "seed": s,
-                            "candidate_index": i, "text": c.text, "finish_reason": c.finish_reason,
+                            # a completion prompt already wrote the first slot label: store the whole trace
+                            "candidate_index": i, "text": prefixes[problems[pid].task] + c.text,
+                            "finish_reason": c.finish_reason,
                             "num_tokens": int(c.num_tokens), "mean_logprob": c.mean_logprob,
                         }
                         for i, c in enumerate(comps)

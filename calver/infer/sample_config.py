@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from calver.config import ConfigError, build, cfg_field, check_types, parse
+from calver.data_gen.prompt_styles import ALLOWED_FORMS, parse_prompt_style
 
 BACKENDS = ("auto", "vllm", "hf")
 MODEL_HASH_MODES = ("full", "fast", "none")
@@ -41,6 +42,8 @@ class SampleConfig:
     sampler_kwargs: dict[str, Any] = cfg_field({}, help="extra backend arguments (YAML mapping)")
     model_hash: str = cfg_field("full", help="full | fast (sizes + head/tail of big files) | none")
     prompt_version: str = cfg_field("calver-prompt/1", help="recorded in the manifest")
+    prompt: str = cfg_field("zero_shot", help=f"prompt style: {ALLOWED_FORMS} (few_shot: N worked training "
+                            "examples of the item's family; completion: one untemplated string, for base models)")
     selector_context: dict[str, Any] = cfg_field({}, help="manifest extras a selector may read")
     freeze: bool = cfg_field(True, help="freeze the pool once every unit is written")
     shard: int = cfg_field(0, help="this process's shard: it samples the units whose index i in the canonical unit "
@@ -61,6 +64,10 @@ def validate(cfg: SampleConfig) -> None:
         raise ConfigError(f"field 'backend' must be one of {BACKENDS}, got {cfg.backend!r}")
     if cfg.model_hash not in MODEL_HASH_MODES:
         raise ConfigError(f"field 'model_hash' must be one of {MODEL_HASH_MODES}, got {cfg.model_hash!r}")
+    try:
+        parse_prompt_style(cfg.prompt)
+    except ConfigError as e:
+        raise ConfigError(f"field 'prompt': {e}") from None
     if cfg.k < 1:
         raise ConfigError(f"field 'k' must be >= 1, got {cfg.k}")
     if not cfg.seeds:

@@ -52,6 +52,9 @@ class RefineConfig:
     baseline: bool = cfg_field(True, help="also run the token-matched best-of-K'")
     baseline_batch: int = cfg_field(8, help="most extra candidates drawn per unit and call")
     draws: int = cfg_field(2000, help="bootstrap draws")
+    sampler_kwargs: dict[str, Any] = cfg_field(
+        {}, help="extra backend arguments of the policy sampler `calver refine` builds (YAML mapping, e.g. "
+        "tensor_parallel_size, max_model_len, dtype); recorded in refine.json's config")
 
     def __post_init__(self) -> None:
         check_types(self)

@@ -21,6 +21,12 @@ verdict (consistent/inconsistent) and ``models=N`` equal the truth-table recompu
 source; b6 the ANSWER equals the STRATEGY assignment. Assignments may use the puzzle's declared role
 words (``data.roles``: truthful ↔ knight, lying ↔ knave). Grading uses the puzzle's unique
 solution, computed from ``data.statements`` (never from the trace).
+
+That is *grounded* scoring. A problem without ``data.statements`` (the firewall drops them when
+``meta["verification"] == "candidate_local"``) is scored *candidate-locally*: b1 asks for a complete,
+determinate formalization and b3/b5 run on the trace's own constraints; see
+:mod:`calver.verifier.tasks.knights_local`. Such a problem must be in constructed mode (its scores
+are not grounded) and cannot be graded.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from itertools import product
 from typing import Any, Iterator
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
-from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.family import _UNSET, PASS, Check, TaskFamily, TraceContext
 from calver.verifier.logic import (
     MAX_PEOPLE as _ENGINE_MAX_PEOPLE,
 )
@@ -52,6 +58,7 @@ from calver.verifier.logic import (
 from calver.verifier.memo import Memo
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
+from calver.verifier.tasks.knights_local import check_local_constraints, local_table, problem_speakers
 from calver.verifier.values import parse_bool
 
 QUESTIONS = ("roles",)
@@ -75,8 +82,8 @@ def problem_constraints(problem: Problem) -> tuple[tuple[str, ...], list[Formula
     return people, [c for cons in by_speaker.values() for c in cons]
 
 
-def _problem_statements(problem: Problem) -> tuple[tuple[str, ...], dict[str, list[Formula]]]:
-    """Validated people and each speaker's constraints; every defect is a ProblemError naming the field."""
+def _problem_people(problem: Problem) -> tuple[str, ...]:
+    """The validated ``data.people``; every defect is a ProblemError naming the field."""
     data = problem.data
     people = data.get("people")
     if not isinstance(people, (list, tuple)) or not people:
@@ -90,8 +97,13 @@ def _problem_statements(problem: Problem) -> tuple[tuple[str, ...], dict[str, li
     if len(set(people)) != len(people):
         dup = next(p for i, p in enumerate(people) if p in people[:i])
         raise ProblemError(f"data field 'people' lists {dup!r} twice")
-    people = tuple(people)
-    stmts = data.get("statements")
+    return tuple(people)
+
+
+def _problem_statements(problem: Problem) -> tuple[tuple[str, ...], dict[str, list[Formula]]]:
+    """Validated people and each speaker's constraints; every defect is a ProblemError naming the field."""
+    people = _problem_people(problem)
+    stmts = problem.data.get("statements")
     if not isinstance(stmts, dict):
         raise ProblemError("knights_knaves problem needs data field 'statements' (speaker -> formula or list)")
     out: dict[str, list[Formula]] = {}
@@ -178,7 +190,7 @@ class KnightsKnaves(TaskFamily):
     answer_type = "assignment"
     graph_classes = ()
     graph_label = "CONSTRAINTS"
-    data_payload_keys = frozenset({"statements", "people", "roles"})
+    data_payload_keys = frozenset({"statements", "people", "roles", "speakers"})
     query_keys = ("people", "question")
     query_types = {"people": "set", "question": "word"}
     example_query = {"people": ["A", "B"], "question": "roles"}
@@ -198,6 +210,8 @@ class KnightsKnaves(TaskFamily):
         hit = _CACHE.get(id(problem))
         if hit is not None and hit[0] is problem:
             return hit[1]
+        if "statements" not in problem.data:
+            return self._local_info(problem)
         people, by_speaker = _problem_statements(problem)
         roles = problem_roles(problem, people)
         cons = [c for cs in by_speaker.values() for c in cs]
@@ -205,9 +219,20 @@ class KnightsKnaves(TaskFamily):
         said = {s: tt.models(cs) for s, cs in by_speaker.items()}  # per-speaker source tables (b1)
         # the models as one bitset; solutions are decoded only for grading (a 20-person puzzle may have 2^20)
         info = {"people": people, "constraints": cons, "tt": tt, "said": said, "roles": roles,
-                "table": tt.models(cons)}
+                "table": tt.models(cons), "grounded": True}
         tables = 2 + len(said)
         _CACHE.put(id(problem), (problem, info), 4096 + tables * (2 ** len(people) // 8) + 256 * len(cons))
+        return info
+
+    def _local_info(self, problem: Problem) -> dict[str, Any]:
+        """A candidate-local problem: no statements, so no source tables (only people, roles, speakers)."""
+        people = _problem_people(problem)
+        if problem.mode != "constructed":
+            raise ProblemError("a knights_knaves problem without data field 'statements' is scored candidate-locally "
+                               "and must be in mode 'constructed'")
+        info = {"people": people, "tt": TruthTable(people), "roles": problem_roles(problem, people),
+                "speakers": problem_speakers(problem, people), "grounded": False}
+        _CACHE.put(id(problem), (problem, info), 4096 + 64 * len(people))
         return info
 
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
@@ -219,13 +244,28 @@ class KnightsKnaves(TaskFamily):
             raise ProblemError(f"query field 'question' must be one of {QUESTIONS}, got {q['question']!r}")
         return q
 
-    def verification_object(self, problem: Problem) -> list[Formula]:
-        """The puzzle's own constraints, in both modes: the statements are always present, so K&K is
-        always grounded (b3-b5 never run on the trace's CONSTRAINTS)."""
-        return self.info(problem)["constraints"]
+    def verification_object(self, problem: Problem) -> list[Formula] | None:
+        """The puzzle's own constraints (grounded), or None for a candidate-local problem (no
+        statements: b3-b5 run on the trace's own CONSTRAINTS once they pass b1)."""
+        info = self.info(problem)
+        return info["constraints"] if info["grounded"] else None
+
+    def verification_graph(self, problem: Problem, trace_graph: Any = None, graph_ok: bool = False,
+                           source: Any = _UNSET) -> Any:
+        if self.info(problem)["grounded"]:
+            return super().verification_graph(problem, trace_graph, graph_ok, source)
+        return trace_graph if graph_ok else None
+
+    def _grounded_info(self, problem: Problem, what: str) -> dict[str, Any]:
+        info = self.info(problem)
+        if not info["grounded"]:
+            raise ProblemError(f"knights_knaves problem {problem.id!r} has no data field 'statements': {what} needs "
+                               "the puzzle's statements (a candidate-local problem is scored, never graded; grade "
+                               "the unstripped problem)")
+        return info
 
     def solution(self, problem: Problem) -> dict[str, bool]:
-        info = self.info(problem)
+        info = self._grounded_info(problem, "grading")
         n = count_models(info["table"])
         if n != 1:
             raise ProblemError(f"data field 'statements': the puzzle has {n} solutions; grading needs exactly one")
@@ -259,8 +299,11 @@ class KnightsKnaves(TaskFamily):
         return parse_constraints(text)
 
     def check_graph(self, trace_graph: Any, problem: Problem) -> Check:
-        """b1 (both modes): per person, the trace's formulas are equivalent to what that person said."""
+        """b1 (both modes): per person, the trace's formulas are equivalent to what that person said;
+        candidate-local: a complete, determinate formalization (:mod:`~.knights_local`)."""
         info = self.info(problem)
+        if not info["grounded"]:
+            return check_local_constraints(trace_graph, info)
         used = set().union(*(names(f) for f in trace_graph)) if trace_graph else set()
         unknown = sorted(used - set(info["people"]))
         if unknown:
@@ -321,15 +364,25 @@ class KnightsKnaves(TaskFamily):
         self._objects(ctx)
         if ctx.strategy is None:
             return Check.fail(ctx.strategy_error or "STRATEGY does not parse")
-        info = self.info(ctx.problem)
-        tt = info["tt"]
+        tt, table, check = self._table(ctx)
+        if not check.ok:
+            return check
         try:
-            ok = bool((info["table"] >> tt.code(ctx.strategy)) & 1)
+            ok = bool((table >> tt.code(ctx.strategy)) & 1)
         except ValueError as e:
             return Check.fail(f"STRATEGY: {e}")
         if ok:
             return PASS
-        return Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates the puzzle's statements")
+        whose = "the puzzle's statements" if self.info(ctx.problem)["grounded"] else "the trace's own CONSTRAINTS"
+        return Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates {whose}")
+
+    def _table(self, ctx: TraceContext) -> tuple[TruthTable, int, Check]:
+        """What b3/b5 are judged on: the puzzle's models (grounded) or the trace's own (candidate-local)."""
+        info = self.info(ctx.problem)
+        if info["grounded"]:
+            return info["tt"], info["table"], PASS
+        table, check = local_table(ctx, info["tt"])
+        return info["tt"], table, check
 
     def check_derivation(self, ctx: TraceContext) -> Check:
         args, check = self.derivation_call(ctx, ("people",))
@@ -369,8 +422,9 @@ class KnightsKnaves(TaskFamily):
         self._objects(ctx)
         if ctx.strategy is None:
             return Check.fail("no STRATEGY assignment to recompute consistency for")
-        info = self.info(ctx.problem)
-        tt, t = info["tt"], info["table"]
+        tt, t, check = self._table(ctx)
+        if not check.ok:
+            return Check.fail(f"RESULT cannot be recomputed: {check.reason}")
         try:
             actual = bool((t >> tt.code(ctx.strategy)) & 1)
         except ValueError as e:
@@ -412,7 +466,7 @@ class KnightsKnaves(TaskFamily):
     # ---- rendering ----------------------------------------------------------------------------------------
     def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
         """A trace with the problem's constraints proposing ``obj`` (default: the solution)."""
-        info = self.info(problem)
+        info = self._grounded_info(problem, "a canonical trace")
         people, cons, tt = info["people"], info["constraints"], info["tt"]
         assignment = self.solution(problem) if obj is None else self.object_for(problem, obj)
         t = tt.models(cons)
