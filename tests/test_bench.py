@@ -62,11 +62,12 @@ def test_bad_flags_exit_2(tmp_path, capsys):
 
 @pytest.mark.slow
 @require_torch
-def test_quick_suite_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, capsys):
+def test_quick_suite_end_to_end_on_the_tiny_model(tiny_model_dir, tiny_lora_dir, tmp_path, capsys):
     """Every row and column of the table is there (not the effect sizes: the tiny model is untrained);
     a second run resumes: nothing is sampled again and the table is the same."""
     out = tmp_path / "bench"
     args = ["bench", "--suite", "quick", "--policy", f"tiny={tiny_model_dir}", "--policy", f"twin={tiny_model_dir}",
+            "--adapter", "none", "--adapter", str(tiny_lora_dir),
             "--out", str(out), "--limit", "2", "--k", "2", "--max_tokens", "24", "--backend", "hf",
             "--draws", "200", "--kk_source", "calver"]
     assert main(args) == 0, capsys.readouterr().err
@@ -91,6 +92,9 @@ def test_quick_suite_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, caps
     for k in keys:
         assert (out / "rows" / k / "report.md").exists()
     assert {"build", "sample tiny", "select tiny", "evaluate"} <= set(t.seconds)
+    assert t.policies == {"tiny": str(tiny_model_dir), "twin": f"{tiny_model_dir} + {tiny_lora_dir}"}
+    twin = json.loads(next(out.glob("pools/twin/clear_core/pool/manifest.json")).read_text())
+    assert twin["adapter"]["path"] == str(tiny_lora_dir)
     pools = sorted(out.glob("pools/*/*/pool/candidates.jsonl"))
     assert len(pools) == 2 * len(keys)
     before = {p: p.read_bytes() for p in pools}

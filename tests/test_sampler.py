@@ -88,6 +88,28 @@ def test_hf_lora_changes_output(hf, hf_lora):
     assert texts(hf.generate([CHAT], GREEDY)) != texts(hf_lora.generate([CHAT], GREEDY))
 
 
+def test_prompts_longer_than_the_context_get_marked_empty_completions(tmp_path):
+    """A prompt that fills the context gets n empty "prompt_too_long" completions (the others are
+    sampled as usual, with the same seeds as alone); one that nearly fills it is cut to the room left."""
+    from calver.train.tiny_model import build_tiny_model
+
+    smp = HFSampler(build_tiny_model(tmp_path / "m", max_position_embeddings=48, seed=0))
+    assert smp.max_context == 48
+    short, long_ = "GRAPH: A", "GRAPH: " + " ".join(f"V{i} -> W{i}" for i in range(40))
+    n_short = len(smp.encode(short))
+    assert len(smp.encode(long_)) > 48
+    cfg = SamplingConfig(max_tokens=16, n=2, temperature=0.8)
+    both = smp.generate([long_, short], cfg, seeds=[5, 6])
+    assert [(c.text, c.finish_reason, c.num_tokens, c.mean_logprob) for c in both[0]] == [
+        ("", "prompt_too_long", 0, None)] * 2
+    assert texts(both[1:]) == texts(smp.generate([short], cfg, seeds=[6]))
+    near = next(t for t in ("GRAPH: " + " ".join(["A"] * i) for i in range(60)) if 38 < len(smp.encode(t)) < 46)
+    room = 48 - len(smp.encode(near))
+    assert 0 < room < 16
+    assert all(c.num_tokens <= room for c in smp.generate([near], cfg, seeds=[1])[0])
+    assert smp.completion_budget([0] * n_short, cfg) == 16
+
+
 def test_child_seed():
     seeds = {child_seed(s, j) for s in range(50) for j in range(8)}
     assert len(seeds) == 400 and all(0 <= x < 2**31 for x in seeds)

@@ -194,6 +194,14 @@ def parse_rate(pool_root: Path) -> float:
     return sum(k is not None for k in keys) / len(keys) if keys else 0.0
 
 
+def units_too_long(pool_root: Path) -> int:
+    """Units whose prompt alone filled the model's context (no candidate was sampled for them)."""
+    from calver.infer.pool import Pool
+
+    return len({(r["problem_id"], r["seed"]) for r in Pool(pool_root).candidate_rows()
+                if r.get("finish_reason") == "prompt_too_long"})
+
+
 def verification_summary(problems: Path, seeds: int) -> str:
     """The verification modes of the row's problems, with unit counts (``verification_mode``)."""
     from calver.infer.firewall import verification_mode
@@ -223,7 +231,7 @@ def evaluate_row(cfg: BenchConfig, row: BenchRow, pools: dict[str, Path], names:
             row=row.key, title=row.title, policy=label, n_problems=n_problems, n_units=r.n_units,
             n_clusters=r.n_clusters, parse_rate=parse_rate(pools[label]), accuracy=dict(r.accuracy),
             gain_plurality=r.paired["plurality"], gain_medoid=r.paired["medoid"], coverage=r.coverage,
-            verification=verification,
+            verification=verification, n_prompt_too_long=units_too_long(pools[label]),
             exact_recovery=rec.exact if rec is not None else None, edge_f1=rec.f1 if rec is not None else None))
     return lines
 

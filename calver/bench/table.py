@@ -32,6 +32,7 @@ class BenchLine(JsonRecord):
     gain_medoid: Interval
     coverage: Interval
     verification: str  # what CALVER checked (calver.infer.firewall.verification_mode), with unit counts
+    n_prompt_too_long: int = 0  # units whose prompt filled the model's context: no candidates, counted wrong
     exact_recovery: Interval | None = None  # candidate level, constructed rows only
     edge_f1: Interval | None = None
 
@@ -76,6 +77,11 @@ def markdown(t: BenchTable) -> str:
          "candidate (a ceiling no selector sees); parse rate = candidates whose ANSWER parses; exact recovery / "
          "edge F1 = the candidates' own GRAPH against the hidden source graph (constructed rows).", ""]
     L += table(cols, rows)
+    long_ = [f"{x.title}" + (f" / {x.policy}" if several else "") + f": {x.n_prompt_too_long}"
+             for x in t.lines if x.n_prompt_too_long]
+    if long_:
+        L += ["", "Units whose prompt alone fills the model's context (no candidate sampled; counted as wrong): "
+              + "; ".join(long_) + "."]
     others = sorted({n for x in t.lines for n in x.accuracy} - {"plurality", "medoid", "calver"})
     if others:
         L += ["", "Other selectors (accuracy %):", ""]

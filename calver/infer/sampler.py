@@ -45,7 +45,8 @@ class SamplingConfig:
 @dataclass
 class Completion:
     text: str
-    finish_reason: Literal["stop", "length"]
+    # "prompt_too_long": the prompt alone fills the model's context, so nothing was generated
+    finish_reason: Literal["stop", "length", "prompt_too_long"]
     num_tokens: int
     mean_logprob: float | None
     token_ids: list[int] = field(default_factory=list, repr=False)
@@ -64,6 +65,7 @@ class Sampler(abc.ABC):
     """Base class: owns the tokenizer and prompt rendering; subclasses implement ``_generate``."""
 
     backend: str = "?"
+    max_context: int | None = None  # prompt + completion tokens the model takes (None: unknown)
 
     def __init__(self, model_path: str | Path, adapter_path: str | Path | None = None):
         from transformers import AutoTokenizer
@@ -71,6 +73,12 @@ class Sampler(abc.ABC):
         self.model_path = str(model_path)
         self.adapter_path = str(adapter_path) if adapter_path is not None else None
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+
+    def completion_budget(self, ids: list[int], cfg: SamplingConfig) -> int:
+        """``cfg.max_tokens``, cut so that prompt + completion fit the model's context."""
+        if self.max_context is None:
+            return cfg.max_tokens
+        return max(0, min(cfg.max_tokens, self.max_context - len(ids)))
 
     def render(self, prompt: Prompt) -> str:
         if isinstance(prompt, str):
@@ -100,7 +108,17 @@ class Sampler(abc.ABC):
             progress = len(prompts) * cfg.n >= 64
         if not prompts:
             return []
-        return self._generate([self.encode(p) for p in prompts], cfg, list(seeds), progress)
+        # A prompt that leaves no room for a completion gets n empty ones, marked: a benchmark item too
+        # long for the model counts as failed instead of stopping the whole run.
+        ids = [self.encode(p) for p in prompts]
+        fits = [j for j, x in enumerate(ids) if self.completion_budget(x, cfg) > 0]
+        out: list[list[Completion]] = [[Completion("", "prompt_too_long", 0, None) for _ in range(cfg.n)]
+                                       for _ in prompts]
+        if fits:
+            done = self._generate([ids[j] for j in fits], cfg, [seeds[j] for j in fits], progress)
+            for j, comps in zip(fits, done):
+                out[j] = comps
+        return out
 
     @abc.abstractmethod
     def _generate(
@@ -164,6 +182,7 @@ class HFSampler(Sampler):
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
         self.eos_ids.discard(None)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
+        self.max_context = getattr(self.model.config, "max_position_embeddings", None)
 
     def _generate(self, prompt_ids, cfg, seeds, progress):
         import torch
@@ -174,8 +193,9 @@ class HFSampler(Sampler):
         for ids, seed in tqdm(list(zip(prompt_ids, seeds)), desc="hf generate", disable=not progress):
             torch.manual_seed(child_seed(seed, 0))  # seeds all devices
             inp = torch.tensor([ids], device=self.device)
+            budget = self.completion_budget(ids, cfg)
             kwargs: dict[str, Any] = dict(
-                max_new_tokens=cfg.max_tokens,
+                max_new_tokens=budget,
                 num_return_sequences=cfg.n,
                 do_sample=not greedy,
                 eos_token_id=sorted(self.eos_ids),
@@ -202,7 +222,7 @@ class HFSampler(Sampler):
                 hit_eos = n_tok <= len(seq) and seq[n_tok - 1] in self.eos_ids
                 text = self.tokenizer.decode(seq[:n_tok], skip_special_tokens=True)
                 text, hit_stop = _cut_at_stop(text, cfg.stop)
-                finish = "stop" if (hit_eos or hit_stop or n_tok < cfg.max_tokens) else "length"
+                finish = "stop" if (hit_eos or hit_stop or n_tok < budget) else "length"
                 mlp = float(sum(logps[j][:n_tok]) / n_tok) if logps is not None and n_tok else None
                 comps.append(Completion(text, finish, n_tok, mlp, seq[:n_tok]))
             out.append(comps)
@@ -266,6 +286,7 @@ class VLLMSampler(Sampler):
             self.lora_request = LoRARequest("adapter", 1, self.adapter_path)
         kwargs.update(llm_kwargs)
         self.llm = LLM(**kwargs)
+        self.max_context = int(kwargs["max_model_len"])
 
     def _generate(self, prompt_ids, cfg, seeds, progress):
         from vllm import SamplingParams
@@ -281,7 +302,7 @@ class VLLMSampler(Sampler):
                     n=1,
                     temperature=max(cfg.temperature, 0.0),
                     top_p=cfg.top_p,
-                    max_tokens=cfg.max_tokens,
+                    max_tokens=self.completion_budget(ids, cfg),
                     stop=list(cfg.stop) if cfg.stop else None,
                     seed=child_seed(seed, j),
                     logprobs=0 if cfg.logprobs else None,
