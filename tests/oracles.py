@@ -26,6 +26,8 @@ from fractions import Fraction
 
 import networkx as nx
 
+from calver.verifier.logic import Atom, Bin, Not
+
 
 # ---- typed graphs -------------------------------------------------------------------------------
 class G:
@@ -334,6 +336,20 @@ def kk_solutions(people, statements):
         if all(all(ev(f, v) == v[s] for f in fl) for s, fl in fs.items()):
             sols.append(v)
     return sols
+
+
+def kk_heads(f) -> list[str]:
+    """Syntactic speakers of a calver formula ``lit(S) <-> φ`` / ``φ <-> lit(S)`` (the contract's
+    attribution rule), walked here instead of through ``calver.verifier.logic.speakers``."""
+    if not (isinstance(f, Bin) and f.op == "<->"):
+        return []
+    out = []
+    for side in (f.left, f.right):
+        while isinstance(side, Not):
+            side = side.arg
+        if isinstance(side, Atom) and side.name not in out:
+            out.append(side.name)
+    return out
 
 
 # ---- ATE: exact rationals from the CPT text ------------------------------------------------------

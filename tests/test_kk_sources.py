@@ -4,8 +4,8 @@ reasoning-gym's own answers), meta["verification"], and the error exits."""
 from __future__ import annotations
 
 import json
-from itertools import product
 
+import oracles as O
 import pytest
 
 from calver.cli import main
@@ -13,21 +13,10 @@ from calver.data_gen import reasoning_gym_kk as rgkk
 from calver.data_gen.benchmark_cli import KkDataConfig, kk_rows
 from calver.infer.firewall import strip_problem, verification_mode
 from calver.verifier import grade, score
-from calver.verifier.logic import Atom, Bin, Not, evaluate, parse_formula, says, to_text
+from calver.verifier.logic import Atom, Bin, Not, parse_formula, to_text
 from calver.verifier.registry import get_family
 
 KK = get_family("knights_knaves")
-
-
-def brute(problem) -> list[dict]:
-    people = problem.data["people"]
-    cons = [says(s, parse_formula(f)) for s, f in problem.data["statements"].items()]
-    out = []
-    for vals in product((False, True), repeat=len(people)):
-        a = dict(zip(people, vals))
-        if all(evaluate(c, a) for c in cons):
-            out.append(a)
-    return out
 
 
 # ---- translation (no reasoning-gym needed) ------------------------------------------------------------
@@ -68,7 +57,8 @@ def test_reasoning_gym_conversion_matches_its_own_answers(n_people):
         assert p.text == item["question"]  # the puzzle text exactly as reasoning-gym renders it
         assert p.data["people"] == item["metadata"]["names"] and p.meta["source"] == "reasoning_gym"
         assert p.meta["people"] == n_people and p.mode == "constructed"
-        sols = brute(p)  # an independent enumeration, not the engine the converter used
+        # an independent parser and enumeration (tests/oracles.py), not the engine the converter used
+        sols = O.kk_solutions(p.data["people"], p.data["statements"])
         assert sols == [dict(zip(p.data["people"], item["metadata"]["solution"]))]
         assert KK.solution(p) == sols[0]
         good, bad = p.data["roles"]

@@ -7,6 +7,7 @@ import dataclasses
 from itertools import product
 from random import Random
 
+import oracles as O
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,21 +50,10 @@ def assignments(people):
         yield dict(zip(people, vals))
 
 
-def heads(f) -> list[str]:
-    out = []
-    if isinstance(f, Bin) and f.op == "<->":
-        for side in (f.left, f.right):
-            while isinstance(side, Not):
-                side = side.arg
-            if isinstance(side, Atom) and side.name not in out:
-                out.append(side.name)
-    return out
-
-
 def oracle(cons: list, strategy: dict, verdict: bool, models: int, people, talkers) -> tuple[bool, bool, bool]:
     """(b1, b3, b5) by enumeration: attribution by brute force over every way to give formulas to heads."""
     named = set().union(*[_names(f) for f in cons]) if cons else set()
-    hs = [[s for s in heads(f) if s in talkers] for f in cons]
+    hs = [[s for s in O.kk_heads(f) if s in talkers] for f in cons]
     b1 = bool(cons) and named <= set(people) and all(hs)
     if b1:  # coverage: some choice of one head per formula reaches every speaker
         b1 = any(set(choice) >= set(talkers) for choice in product(*hs))

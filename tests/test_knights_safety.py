@@ -13,6 +13,7 @@ import time
 from itertools import product
 from random import Random
 
+import oracles as O
 import pytest
 
 from calver.data_gen.ate import generate_ate
@@ -60,25 +61,12 @@ def equivalent(fs, gs, people) -> bool:
     return all(all(evaluate(f, a) for f in fs) == all(evaluate(g, a) for g in gs) for a in assignments(people))
 
 
-def heads(f) -> list[str]:
-    """Syntactic speakers of ``lit(S) <-> φ`` / ``φ <-> lit(S)`` (the contract's attribution rule)."""
-    if not (isinstance(f, Bin) and f.op == "<->"):
-        return []
-    out = []
-    for side in (f.left, f.right):
-        while isinstance(side, Not):
-            side = side.arg
-        if isinstance(side, Atom) and side.name not in out:
-            out.append(side.name)
-    return out
-
-
 def oracle_b1(trace, problem) -> bool:
     """Some attribution of every trace formula to one of its heads makes, for every person, the
     formulas given to them equivalent (by evaluation) to their own statements."""
     people = problem.data["people"]
     src = {p: [says(p, parse_formula(s))] for p, s in problem.data["statements"].items()}
-    cands = [heads(f) for f in trace]
+    cands = [O.kk_heads(f) for f in trace]
     if not all(cands):
         return False
     for choice in product(*cands):
@@ -177,7 +165,7 @@ def test_random_equivalent_rewritings_pass_b1():
         cons = [rewrite_constraint(s, f, rng) for s, f in stmts.items()]
         rng.shuffle(cons)
         for s, f in stmts.items():  # the rewriter is sound (independent check)
-            mine = [c for c in cons if s in heads(c)]
+            mine = [c for c in cons if s in O.kk_heads(c)]
             assert any(equivalent([c], [says(s, f)], p.data["people"]) for c in mine)
         text = "; ".join(to_text(c) for c in cons)
         assert parse_constraints(text) == cons
