@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "calver.infer.cli",
     "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
     "calver.bench",  # bench: a benchmark suite from problems to one table
+    "calver.integrations.openenv_cli",  # serve-env: the verifier as a single-step OpenEnv environment server
     "calver.demo",
     "calver.doctor",  # doctor: installed stack, what works here, what GPU use still lacks
 )

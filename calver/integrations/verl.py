@@ -1,0 +1,239 @@
+"""The verifier as a verl custom reward function, and a ``calver gen`` dataset in verl's parquet layout.
+
+verl calls ``compute_score(data_source=, solution_str=, ground_truth=, extra_info=, **reward_kwargs)`` once
+per response (``solution_str`` is the decoded response, special tokens skipped); a dict return must hold
+``"score"`` and its other keys are kept per sample (logged, dumped with generations, and read by the GDPO
+advantage estimator through ``algorithm.gdpo_reward_keys``). Configure it with::
+
+    reward.custom_reward_function.path=pkg://calver.integrations.verl
+    reward.custom_reward_function.name=compute_score
+
+Return value (every key always present, every value a number, so verl's per-key columns stay aligned)::
+
+    {"score": float, "graph": 0|1, "query": 0|1, "strategy": 0|1, "derivation": 0|1, "result": 0|1,
+     "answer": 0|1, "unscorable": 0|1}
+
+``score`` is the reward variant's value (``variant="fraction"``: S/6; ``"strict"``; ``"weighted"`` with
+``weights``; pass them as ``reward_kwargs``). An unscorable row gets ``score`` 0.0, all bits 0 and
+``unscorable`` 1 (verl has no per-sample None; see :mod:`calver.integrations` for why 0.0).
+
+Where the problem travels: ``extra_info["problem_json"]`` (``Problem.to_dict()`` as JSON, the ``calver gen``
+``problem_json`` column). When it is missing, a ``ground_truth`` that is itself a problem JSON object is used.
+The exporter writes ``reward_model.ground_truth`` as the row's validity class (every valid answer, JSON), for
+people reading verl's dumps; the reward never needs it.
+
+Parquet layout (one row per problem; verl's ``data_source``, chat-list ``prompt``, ``ability``,
+``reward_model {style, ground_truth}``, ``extra_info``)::
+
+    data_source   "calver/<task>"        (verl's validation metrics are split by it: per task)
+    prompt        [{"role": "system", ...}, {"role": "user", ...}]
+    ability       "causal_reasoning"
+    reward_model  {"style": "rule", "ground_truth": <validity class JSON or "">}
+    extra_info    {"index", "split", "id", "task", "source_id", "problem_json"}
+
+Export: ``export_parquet(problems, path)`` or, from a ``calver gen --out DIR`` folder,
+``python -m calver.integrations.verl --from DIR --out train.parquet``. Torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from calver.integrations import BIT_KEYS, UNSCORABLE_REWARD, Verdict, bits_dict, score_batch
+
+logger = logging.getLogger(__name__)
+
+DATA_SOURCE_PREFIX = "calver/"
+ABILITY = "causal_reasoning"
+RESULT_KEYS = ("score", *BIT_KEYS, "unscorable")
+
+
+def _result(v: Verdict) -> dict[str, float | int]:
+    out: dict[str, float | int] = {"score": float(v.reward)}
+    out.update(bits_dict(v))
+    out["unscorable"] = int(v.unscorable)
+    return out
+
+
+def _unscorable_result() -> dict[str, float | int]:
+    return {"score": UNSCORABLE_REWARD, **{k: 0 for k in BIT_KEYS}, "unscorable": 1}
+
+
+def _problem_of(ground_truth: Any, extra_info: Any) -> Any:
+    """The problem JSON for a row: ``extra_info["problem_json"]``, else a ``ground_truth`` holding one."""
+    if isinstance(extra_info, dict):
+        pj = extra_info.get("problem_json")
+        if pj is not None:
+            return pj
+    if isinstance(ground_truth, dict) and "task" in ground_truth:
+        return ground_truth
+    if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
+        try:
+            data = json.loads(ground_truth)
+        except (ValueError, RecursionError):
+            data = None
+        if isinstance(data, dict) and "task" in data:
+            return ground_truth
+    return None
+
+
+def _options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: kwargs[k] for k in ("variant", "weights", "allow_ungrounded", "budget_s", "workers")
+            if kwargs.get(k) is not None}
+
+
+def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
+                  extra_info: Any = None, **kwargs: Any) -> dict[str, float | int]:
+    """verl's per-sample custom reward (see the module docstring for the returned dict).
+
+    ``kwargs``: verl's own extras (ignored) and the reward options from
+    ``reward.custom_reward_function.reward_kwargs``: ``variant``, ``weights``, ``allow_ungrounded``,
+    ``budget_s`` (per-call time budget, through ``VerifierReward``'s worker pool when it has one) and
+    ``workers``. Never raises."""
+    try:
+        problem = _problem_of(ground_truth, extra_info)  # None: an unscorable row ("no problem_json")
+        return _result(score_batch([solution_str], [problem], **_options(kwargs))[0])
+    except Exception:  # noqa: BLE001 - verl stops the run on a raising reward; a bad row scores as unscorable
+        logger.exception("calver verl reward: unexpected error")
+        return _unscorable_result()
+
+
+def compute_score_batch(data_sources: Sequence[Any] = (), solution_strs: Sequence[Any] = (),
+                        ground_truths: Sequence[Any] = (), extra_infos: Sequence[Any] = (),
+                        **kwargs: Any) -> list[dict[str, float | int]]:
+    """The same for verl's batch reward manager (``compute_score(data_sources=, solution_strs=,
+    ground_truths=, extra_infos=)``): one dict per response, scored as one batch (one worker-pool call
+    when ``budget_s``/``workers`` are set). Never raises."""
+    try:
+        texts = list(solution_strs)
+        n = len(texts)
+        gts = list(ground_truths) + [None] * n
+        infos = list(extra_infos) + [None] * n
+        problems = [_problem_of(gts[i], infos[i]) for i in range(n)]
+        return [_result(v) for v in score_batch(texts, problems, **_options(kwargs))]
+    except Exception:  # noqa: BLE001
+        logger.exception("calver verl batch reward: unexpected error")
+        try:
+            return [_unscorable_result() for _ in solution_strs]
+        except Exception:  # noqa: BLE001
+            return []
+
+
+# ---- export -------------------------------------------------------------------------------------
+def to_verl_rows(grpo_rows: Iterable[dict[str, Any]], split: str = "train") -> list[dict[str, Any]]:
+    """verl rows from ``calver gen`` GRPO rows (``calver.data_gen.export.to_grpo_rows`` / ``grpo.jsonl``)."""
+    out = []
+    for i, r in enumerate(grpo_rows):
+        out.append({
+            "data_source": DATA_SOURCE_PREFIX + str(r["task"]),
+            "prompt": [{"role": str(m["role"]), "content": str(m["content"])} for m in r["prompt"]],
+            "ability": ABILITY,
+            "reward_model": {"style": "rule", "ground_truth": r.get("validity_class_json") or ""},
+            "extra_info": {"index": i, "split": split, "id": str(r.get("id") or ""), "task": str(r["task"]),
+                           "source_id": str(r.get("source_id") or ""), "problem_json": r["problem_json"]},
+        })
+    return out
+
+
+def _schema():
+    import pyarrow as pa
+
+    msg = pa.struct([("role", pa.string()), ("content", pa.string())])
+    return pa.schema([
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(msg)),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", pa.struct([("index", pa.int64()), ("split", pa.string()), ("id", pa.string()),
+                                  ("task", pa.string()), ("source_id", pa.string()),
+                                  ("problem_json", pa.string())])),
+    ])
+
+
+def _check_grounded(grpo_rows: Sequence[dict[str, Any]]) -> None:
+    from calver.verifier import Problem, prepare
+
+    for r in grpo_rows:
+        p = prepare(Problem.from_dict(json.loads(r["problem_json"])))
+        if not p.grounded:
+            raise ValueError(f"problem {p.id or '(no id)'} ({p.task}) is in constructed mode without its source "
+                             "graph: its reward would measure the trace's consistency with its own GRAPH. Keep the "
+                             "source graph (the generators do), or pass allow_ungrounded=True")
+
+
+def write_parquet(grpo_rows: Sequence[dict[str, Any]], path: str | Path, split: str = "train",
+                  allow_ungrounded: bool = False) -> int:
+    """Write ``calver gen`` GRPO rows as a verl parquet file; returns the row count. Refuses an ungrounded
+    problem (unless ``allow_ungrounded``): a data error is cheaper to stop here than to train on."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:
+        raise ImportError(f"the verl export needs pyarrow ({e}); install it with: pip install 'calver[data]'") from None
+    grpo_rows = list(grpo_rows)
+    if not grpo_rows:
+        raise ValueError("verl export: no rows to write")
+    if not allow_ungrounded:
+        _check_grounded(grpo_rows)
+    table = pa.Table.from_pylist(to_verl_rows(grpo_rows, split), schema=_schema())
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, str(path))
+    return table.num_rows
+
+
+def export_parquet(problems: Iterable[Any], path: str | Path, *, split: str = "train", encoding: str | None = None,
+                   allow_ungrounded: bool = False) -> int:
+    """Write ``Problem`` objects as a verl parquet file (prompts as ``calver gen`` renders them)."""
+    from calver.data_gen.export import to_grpo_rows
+
+    return write_parquet(to_grpo_rows(list(problems), encoding), path, split, allow_ungrounded)
+
+
+def read_gen_rows(source: str | Path) -> list[dict[str, Any]]:
+    """GRPO rows of a ``calver gen --out DIR`` dataset: ``DIR/grpo.jsonl`` (the exact prompts it wrote), else
+    ``DIR/problems.jsonl`` rendered again; ``source`` may also name one of those files."""
+    src = Path(source)
+    if src.is_dir():
+        cand = [src / "grpo.jsonl", src / "problems.jsonl"]
+        found = next((c for c in cand if c.is_file()), None)
+        if found is None:
+            raise FileNotFoundError(f"{src} holds neither grpo.jsonl nor problems.jsonl (is it a `calver gen` "
+                                    "output folder?)")
+        src = found
+    lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    rows = [json.loads(ln) for ln in lines]
+    if rows and "problem_json" in rows[0]:
+        return rows
+    from calver.data_gen.export import to_grpo_rows
+    from calver.verifier import Problem
+
+    return to_grpo_rows([Problem.from_dict(r) for r in rows])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m calver.integrations.verl",
+                                 description="Write a `calver gen` dataset as a verl parquet file.")
+    ap.add_argument("--from", dest="source", required=True,
+                    help="a `calver gen --out` folder (or its grpo.jsonl / problems.jsonl)")
+    ap.add_argument("--out", required=True, help="the parquet file to write")
+    ap.add_argument("--split", default="train", help="written to extra_info.split (default: train)")
+    ap.add_argument("--allow_ungrounded", action="store_true",
+                    help="export constructed-mode problems without their source graph")
+    args = ap.parse_args(argv)
+    try:
+        n = write_parquet(read_gen_rows(args.source), args.out, args.split, args.allow_ungrounded)
+    except (OSError, ValueError, KeyError, ImportError) as e:
+        print(f"calver verl export: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {n} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""Scoring in worker processes: per-completion budgets, crashes, cleanup, and bits equal to ``score()``.
+
+The slow and crashing scorers below are module-level so worker processes can import them (the
+``scorer`` hook of ``WorkerPool`` / ``VerifierReward``); a worker receives this process's ``sys.path``,
+so it finds this file's module as pytest imported it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import pickle
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("networkx")
+
+from calver.train import reward_workers as rw  # noqa: E402
+from calver.train.rewards import VerifierReward  # noqa: E402
+from calver.verifier import Problem, score  # noqa: E402
+
+STALL = "<<stall-the-scorer>>"
+CRASH = "<<crash-the-worker>>"
+BUDGET = 1.0
+MARGIN = 2.0  # the parent's reaction plus a SIGKILL and reap: milliseconds, with room for a loaded runner
+
+
+def slow_scorer(text: str, problem):
+    """``score``, except that a completion holding STALL hangs (as a pathological input might)."""
+    if STALL in text:
+        time.sleep(120)
+    return score(text, problem)
+
+
+def crash_scorer(text: str, problem):
+    """``score``, except that a completion holding CRASH kills its worker (as a segfault would)."""
+    if CRASH in text:
+        os._exit(7)
+    return score(text, problem)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cases():
+    """(problem JSON, gold trace, wrong traces, garbage) for three generated backdoor problems."""
+    from calver.data_gen.generators import canonical_trace
+    from calver.train.common import generate_problems, problem_json
+
+    probs = generate_problems(["backdoor_set"], 3, seed=5, n_nodes=(4, 5))
+    golds = [canonical_trace(p) for p in probs]
+    out = []
+    for i, p in enumerate(probs):
+        wrong = ["\n".join(golds[i].splitlines()[:3]), golds[(i + 1) % len(probs)]]  # truncated; another's trace
+        out.append((problem_json(p), golds[i], wrong, ["no slots at all", "", "ANSWER: {"]))
+    return out
+
+
+def _rows(cases) -> list[tuple[str, str]]:
+    return [(text, pj) for pj, gold, wrong, junk in cases for text in [gold, *wrong, *junk]]
+
+
+def _bits(text: str, pj: str) -> list[int]:
+    return list(score(text, Problem.from_dict(json.loads(pj))).bits)
+
+
+def test_pool_bits_equal_in_process_score(cases):
+    rows = _rows(cases) * 3
+    with rw.WorkerPool(workers=2, budget_s=30.0) as pool:
+        out = pool.map(rows)
+        assert pool.map([]) == []
+        pids = pool.pids()
+        assert len(pids) == 2
+    assert [b for b, _ in out] == [_bits(t, pj) for t, pj in rows]
+    assert all(why == "" for _, why in out)
+    assert any(b == [1] * 6 for b, _ in out) and any(b != [1] * 6 for b, _ in out)
+    assert not any(_alive(p) for p in pids)  # closed: killed and reaped
+
+
+def test_reward_with_workers_equals_in_process(cases):
+    rows = _rows(cases)
+    comps, pjs = [t for t, _ in rows], [pj for _, pj in rows]
+    inproc = VerifierReward()
+    pooled = VerifierReward(workers=2)
+    try:
+        logged: dict[str, float] = {}
+        got = pooled(None, comps + [42], problem_json=pjs + [pjs[0]], log_metric=logged.__setitem__)
+        assert got == inproc(None, comps + [42], problem_json=pjs + [pjs[0]])
+        assert pooled.stats()["bit_pass_rates"] == inproc.stats()["bit_pass_rates"]
+        assert got[-1] is None and pooled.unscorable == 1  # an unreadable completion never reaches a worker
+        assert "verifier/timeouts" not in logged  # no budget: nothing to time out
+        # the adapters' entry point: the six bits (and why not) per row, on the same pool
+        assert pooled.outcomes(comps, pjs) == [(_bits(t, pj), "") for t, pj in rows]
+    finally:
+        pooled.close()
+
+
+def test_over_budget_completion_returns_none_within_budget_and_is_counted(cases):
+    pj, gold, wrong, junk = cases[0]
+    reward = VerifierReward(budget_s=BUDGET, workers=2, scorer=slow_scorer)
+    try:
+        assert reward(None, [gold], problem_json=[pj]) == [1.0]  # starts the pool: not part of the timed call
+        before = set(reward._pool.pids())
+        comps = [gold + "\n" + STALL, gold, *wrong, *junk]
+        logged: dict[str, float] = {}
+        t0 = time.monotonic()
+        out = reward(None, comps, problem_json=[pj] * len(comps), log_metric=logged.__setitem__)
+        elapsed = time.monotonic() - t0
+        assert elapsed < BUDGET + MARGIN, elapsed
+        assert out[0] is None
+        assert out[1:] == [sum(_bits(c, pj)) / 6 for c in comps[1:]]
+        assert reward.unscorable_reasons["timeout"] == 1 and reward.stats()["timeouts"] == 1
+        assert logged["verifier/timeouts"] == 1.0 and logged["verifier/unscorable"] == 1.0
+        pool = reward._pool
+        assert pool.timeouts == 1 and pool.restarts == 1
+        killed = before - set(pool.pids())
+        assert len(killed) == 1 and not any(_alive(p) for p in killed)  # the stuck worker is gone
+        assert len(pool.pids()) == 2  # and replaced
+        assert reward(None, [gold], problem_json=[pj]) == [1.0]  # the pool still scores
+    finally:
+        reward.close()
+
+
+def test_budget_holds_off_the_main_thread(cases):
+    """No SIGALRM: a call from a worker thread (as TRL's async GRPO makes it) is bounded the same way.
+    One worker: the rows after the stuck one wait for its replacement to start."""
+    pj, gold, wrong, _ = cases[1]
+    box: dict[str, object] = {}
+
+    def call() -> None:
+        reward = VerifierReward(budget_s=BUDGET, workers=1, scorer=slow_scorer)
+        try:
+            t0 = time.monotonic()
+            box["out"] = reward(None, [gold, STALL + gold, wrong[0]], problem_json=[pj] * 3)
+            box["elapsed"] = time.monotonic() - t0
+            box["stats"] = reward.stats()
+        finally:
+            reward.close()
+
+    th = threading.Thread(target=call)
+    th.start()
+    th.join(timeout=60)
+    assert not th.is_alive()
+    assert box["out"] == [1.0, None, sum(_bits(wrong[0], pj)) / 6]
+    # budget + margin, plus one worker start-up (the first call also starts the pool)
+    assert box["elapsed"] < BUDGET + MARGIN + 20, box["elapsed"]
+    assert box["stats"]["timeouts"] == 1
+
+
+def test_crashed_worker_costs_one_row_and_is_replaced(cases):
+    rows = _rows(cases)
+    rows.insert(3, (CRASH, cases[0][0]))
+    with rw.WorkerPool(workers=2, scorer=crash_scorer) as pool:
+        out = pool.map(rows)
+        assert out[3] == (None, rw.CRASHED)
+        assert [b for b, _ in out[:3] + out[4:]] == [_bits(t, pj) for t, pj in rows[:3] + rows[4:]]
+        assert pool.crashes == 1 and pool.restarts == 1 and len(pool.pids()) == 2
+
+
+def test_workers_are_cleaned_up():
+    pool = rw.WorkerPool(workers=2)
+    pids = pool.pids()
+    assert all(_alive(p) for p in pids)
+    del pool
+    gc.collect()  # the finalizer kills and reaps them (it also runs at interpreter exit)
+    assert not any(_alive(p) for p in pids)
+    shared = rw.shared_pool(1, 5.0)
+    assert rw.shared_pool(1, 5.0) is shared  # same config, one pool
+    pid = shared.pids()[0]
+    rw.close_shared_pools()
+    assert shared.closed and not _alive(pid)
+    with pytest.raises(RuntimeError, match="closed"):
+        shared.map([("x", "{}")])
+
+
+def test_pickle_drops_pool_and_cache(cases):
+    pj, gold, _, _ = cases[2]
+    reward = VerifierReward(budget_s=10.0, scorer=slow_scorer, name="r")
+    try:
+        assert reward(None, [gold], problem_json=[pj]) == [1.0]
+        reward.problem(pj)  # the in-process cache (workers keep their own)
+        assert reward._pool is not None and reward._problems
+        copy = pickle.loads(pickle.dumps(reward))
+        assert copy._pool is None and copy._problems == {} and copy.__name__ == "r"
+        assert copy.scored == 1 and copy.budget_s == 10.0 and copy.scorer is slow_scorer
+        assert copy(None, [gold, "junk"], problem_json=[pj, pj]) == [1.0, sum(_bits("junk", pj)) / 6]
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(reward._pool)
+    finally:
+        reward.close()
+        rw.close_shared_pools()
+
+
+@pytest.mark.parametrize("kw", [{"budget_s": 0}, {"budget_s": -1.0}, {"budget_s": float("nan")},
+                                {"budget_s": True}, {"budget_s": "1"}, {"workers": -1}, {"workers": 1.5},
+                                {"scorer": lambda t, p: score(t, p)}, {"scorer": 3}])
+def test_bad_settings_are_refused(kw):
+    with pytest.raises(ValueError):
+        VerifierReward(**kw)
+
+
+def test_bad_scorer_bits_are_unscorable_not_raised(cases):
+    pj, gold, _, _ = cases[0]
+    r = VerifierReward(scorer=bad_bits_scorer)
+    assert r(None, [gold], problem_json=[pj]) == [None]
+    assert any("not six 0/1 values" in k for k in r.unscorable_reasons)
+
+
+class _Bits:
+    bits = [1, 2, 0, 0, 0, 0]
+
+
+def bad_bits_scorer(text: str, problem) -> _Bits:
+    return _Bits()
+
+
+def test_workers_refuse_ungrounded_problems_like_in_process():
+    """Workers prepare problems themselves; the grounding stop still reaches the caller."""
+    from test_grounding import _constructed, strip_problem
+
+    from calver.train.rewards import UngroundedProblemError
+    from calver.verifier import get_family
+
+    p = _constructed("backdoor_set", n=10)[0]
+    fam = get_family("backdoor_set")
+    trace = fam.canonical_trace(p, fam.validity_class(p.graph, fam.normalize_query(p))[0])
+    stripped = json.dumps(strip_problem(p).to_dict())
+    r = VerifierReward(workers=1)
+    try:
+        with pytest.raises(UngroundedProblemError, match="allow_ungrounded"):
+            r(["q"], [trace], problem_json=[stripped])
+        assert VerifierReward(workers=1, allow_ungrounded=True)(["q"], [trace], problem_json=[stripped]) == [1.0]
+        assert r(["q"], [trace, trace], problem_json=[json.dumps(p.to_dict()), '{"task": 1}']) == [1.0, None]
+    finally:
+        r.close()
