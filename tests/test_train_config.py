@@ -119,3 +119,18 @@ def test_cli_registers_train_subcommands(capsys):
         p.parse_args(["train", "sft"])  # --config is required
     a = p.parse_args(["train", "sft", "--config", str(ROOT / "configs/sft/tiny-cpu.yaml"), "--lora_rank", "3"])
     assert a.func(a) == 2 and "lora_rank" in capsys.readouterr().err  # exit status 2, like every config error
+
+
+def test_grpo_reward_budget_and_workers_reach_the_reward():
+    from calver.train.grpo import make_reward
+
+    tiny = ROOT / "configs/grpo/tiny-cpu.yaml"
+    s, _, _ = load_grpo_config(tiny, ["--reward_budget_s", "2.5", "--reward_workers", "2"])
+    rw = make_reward(s)
+    assert (rw.budget_s, rw.workers) == (2.5, 2)
+    s, _, _ = load_grpo_config(tiny, ["--reward_budget_s", "2.5"])
+    assert make_reward(s).workers == 1  # a budget needs a worker to kill
+    assert make_reward(load_grpo_config(tiny)[0]).budget_s is None
+    s, _, _ = load_grpo_config(tiny, ["--reward_budget_s", "-1"])
+    with pytest.raises(ConfigError, match="reward_budget_s"):
+        make_reward(s)

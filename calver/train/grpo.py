@@ -51,9 +51,11 @@ def check_generation_backend(training_args) -> None:
 def make_reward(script_args) -> VerifierReward:
     try:
         return VerifierReward(script_args.reward_variant, script_args.reward_bit_weights, script_args.problem_column,
-                              allow_ungrounded=script_args.allow_ungrounded_reward)
+                              allow_ungrounded=script_args.allow_ungrounded_reward,
+                              budget_s=script_args.reward_budget_s, workers=script_args.reward_workers)
     except ValueError as e:
-        raise ConfigError(f"field 'reward_variant'/'reward_bit_weights': {e}") from None
+        raise ConfigError(f"fields 'reward_variant'/'reward_bit_weights'/'reward_budget_s'/'reward_workers': {e}"
+                          ) from None
 
 
 def merged_policy(path: str, adapter: str, mode: str, training_args):

@@ -30,6 +30,11 @@ class GRPOScriptArguments(BaseScriptArguments):
     allow_ungrounded_reward: bool = field(
         default=False, metadata={"help": "score constructed-mode problems that lack their source graph (their reward "
                                  "then measures consistency with the trace's own graph, not correctness)"})
+    reward_budget_s: float | None = field(
+        default=None, metadata={"help": "seconds one completion's scoring may take: scored in worker processes, a "
+                                "completion over it gets no reward (counted as timeout) and its worker is replaced"})
+    reward_workers: int = field(
+        default=0, metadata={"help": "reward worker processes (0: in-process, or 1 when reward_budget_s is set)"})
     init_adapter: str | None = field(
         default=None, metadata={"help": "an SFT LoRA adapter merged into the base before GRPO (LoRA mode only): "
                                 "the new adapter trains on top and the frozen reference is the SFT policy"})
