@@ -53,7 +53,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from calver.train.reward_workers import (  # noqa: F401 - UngroundedProblemError is re-exported (its old home)
+from calver.train.reward_workers import (  # noqa: F401 - UngroundedProblemError: what this reward raises
     TIMEOUT,
     Outcome,
     ScoreFn,
