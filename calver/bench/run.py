@@ -3,7 +3,7 @@
 Stages, each resumable (rerunning the command after an interruption redoes only what is missing):
 
 1. **build**: each row's problems through its ``calver data`` adapter into ``OUT/problems/<row>/``
-   (rewritten only when they differ; a pool sampled on other problems then refuses to resume);
+   (seeded, so the same bytes on every run; a pool sampled on other problems refuses to resume);
 2. **sample**: one frozen pool per (policy, row), ``OUT/pools/<policy>/<row>/``, with one sampler per
    policy shared by all rows (``<row>/pool/``). ``--num_shards N --shard I`` samples shard I into
    ``<row>/shard-I-of-N/`` and stops; a later run without ``--shard`` merges a complete shard set
@@ -72,11 +72,8 @@ def build_row(row: BenchRow, cfg: BenchConfig, out: Path) -> tuple[Path, dict[st
         problems = problems[: cfg.limit]
     if not problems:
         raise ValueError(f"row {row.key!r} built no problems ({json.dumps(summary)[:200]})")
-    path = out / "problems.jsonl"
-    new = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in problems)
-    if not path.exists() or path.read_text(encoding="utf-8") != new:
-        write_problems(out, problems, summary)
-    return path, {"n_problems": len(problems), **summary}
+    write_problems(out, problems, summary)  # byte-identical when unchanged: a frozen pool still resumes
+    return out / "problems.jsonl", {"n_problems": len(problems), **summary}
 
 
 # ---- 2. sample -----------------------------------------------------------------------------------
