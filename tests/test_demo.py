@@ -179,3 +179,31 @@ def test_shipped_recipes_parse(path):
 
     loader = {"demo": load_demo_config, "sample": load_sample, "gen": load_gen}[Path(path).parent.name]
     assert loader(ROOT / path) is not None
+
+
+def test_finished_training_stages_are_reused_on_resume(tmp_path):
+    """The same config in the same run directory: a finished SFT / GRPO run (its summary is written last) and a
+    finished merge are reused; without resume, or with no summary, they are not."""
+    import json
+
+    from calver.demo import stages
+    from calver.demo.config import load_demo_config
+    from calver.train.common import SUMMARY_FILE
+
+    cfg = load_demo_config(None, model="base-model", sft_recipe="configs/sft/smollm2-135m.yaml")
+    sft = tmp_path / "model" / "sft"
+    sft.mkdir(parents=True)
+    (sft / SUMMARY_FILE).write_text(json.dumps({"trainer": "sft", "mode": "lora", "steps": 3}))
+    assert stages.train_sft(cfg, tmp_path / "data", tmp_path, None, resume=True) == (
+        "base-model", str(sft), {"trainer": "sft", "mode": "lora", "steps": 3})
+    merged = tmp_path / "model" / "sft_merged"
+    merged.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (merged / f).write_text("{}")
+    grpo = tmp_path / "model" / "grpo"
+    grpo.mkdir()
+    (grpo / SUMMARY_FILE).write_text(json.dumps({"trainer": "grpo", "mode": "lora"}))
+    summary, policy = stages.train_grpo(cfg, tmp_path / "data", tmp_path, "base-model", str(sft), resume=True)
+    assert summary["trainer"] == "grpo" and policy == (str(merged), str(grpo))
+    (grpo / SUMMARY_FILE).unlink()
+    assert stages.finished_summary(grpo) is None

@@ -84,7 +84,10 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     t0 = time.time()
     run = Path(cfg.out)
     run.mkdir(parents=True, exist_ok=True)
-    (run / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    config_text = yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+    # the same config in the same run directory: finished training stages and frozen pools are reused
+    resume = (run / "config.yaml").is_file() and (run / "config.yaml").read_text() == config_text
+    (run / "config.yaml").write_text(config_text)
     for key, value in (("WANDB_MODE", "offline"), ("WANDB_DIR", str(run)), ("WANDB_PROJECT", "calver-demo")):
         if not os.environ.get(key):  # never reach for the network unless the user set wandb up
             os.environ[key] = value
@@ -109,7 +112,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
     st.start("SFT policy")
     base = stages.build_base(cfg, run / "data" / "train", run) if cfg.model is None else None
-    model, adapter, out["sft"] = stages.train_sft(cfg, run / "data" / "train", run, base)
+    model, adapter, out["sft"] = stages.train_sft(cfg, run / "data" / "train", run, base, resume=resume)
+    if resume and stages.finished_summary(run / "model" / "sft"):
+        console.print("SFT: reusing the finished run in model/sft (same config)")
     policies: dict[str, tuple[str, str | None]] = {}
     prompts: dict[str, str] = {}  # pool name -> prompt style (zero_shot unless listed)
     if cfg.base_k:
@@ -119,7 +124,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
     if cfg.grpo_steps:
         st.start("GRPO")
-        out["grpo"], policies["grpo"] = stages.train_grpo(cfg, run / "data" / "train", run, model, adapter)
+        out["grpo"], policies["grpo"] = stages.train_grpo(cfg, run / "data" / "train", run, model, adapter,
+                                                          resume=resume)
 
     st.start("frozen pools")
     eval_problems = run / "data" / "eval" / "problems.jsonl"
@@ -134,8 +140,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
         return tables[str(root)]
 
     groups: dict[tuple[str, str | None], list[str]] = {}  # one sampler (one engine start) per policy
-    for name, policy in policies.items():
-        groups.setdefault(policy, []).append(name)
+    for name, (m, a) in policies.items():
+        groups.setdefault(stages.sampling_policy(cfg, run, name, m, a), []).append(name)
     for (m, a), names in groups.items():
         with stages.open_sampler(cfg, m, a) as sampler:
             for name in names:

