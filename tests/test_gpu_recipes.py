@@ -206,7 +206,7 @@ def _run_sbatch(tmp_path, script: str, hosts: str, *extra: str, env_extra: dict 
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == rc, proc.stdout + proc.stderr
     if rc == 0 and script == "train_grpo.sbatch":  # the server runs in the background: wait for its line
-        for _ in range(100):
+        for _ in range(600):  # up to 60 s: on a loaded machine the background job can take more than 10 s
             if (tmp_path / "log.vllm-argv").exists() and "vllm " in log.read_text():
                 break
             time.sleep(0.1)
