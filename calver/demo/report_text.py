@@ -115,7 +115,7 @@ def render(cfg, rep: dict[str, Any]) -> str:
         L.append("No refinement in this run.")
     L += ["", SECTIONS[8], "", "| stage | seconds |", "|---|---|"]
     L += [f"| {k} | {v:.0f} |" for k, v in rep["timings_s"].items()]
-    L += ["", SECTIONS[9], ""] + reading(rep)
+    L += ["", SECTIONS[9], ""] + reading(rep, policy=_policy_words(cfg))
     return "\n".join(L) + "\n"
 
 
@@ -123,7 +123,14 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def reading(rep: dict[str, Any]) -> list[str]:
+def _policy_words(cfg) -> str:
+    """What the policy is, for the closing reading: the tiny model built here, or the named real model."""
+    if cfg.model is None and getattr(cfg, "pretrained", None) is None:
+        return "a tiny policy's"
+    return f"the {cfg.model or cfg.pretrained} policy's"
+
+
+def reading(rep: dict[str, Any], policy: str = "a tiny policy's") -> list[str]:
     """Plain statements, each chosen by the numbers it cites."""
     out = []
     for name, sh in rep["shuffled"].items():
@@ -172,7 +179,7 @@ def reading(rep: dict[str, Any]) -> list[str]:
         out.append(f"- Refinement {word} token-matched best-of-K' ({ci(d, signed=True)} pp): the policy was never "
                    "trained on revision prompts.")
     moved = c is not None and any(_excludes_zero(c[k]) > 0 for k in ("six_rate", "mean_score"))
-    out.append("- These are a tiny policy's numbers on synthetic problems of 4-6 nodes. They show the loop (SFT, "
+    out.append(f"- These are {policy} numbers on synthetic problems of 4-6 nodes. They show the loop (SFT, "
                "verifier-reward GRPO, frozen pools, symbolic and learned selection) running end to end"
                + (" and GRPO moving the policy" if moved else "; this run shows no GRPO lift")
                + ", not how a real model behaves on benchmark problems.")
