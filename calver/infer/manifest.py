@@ -56,15 +56,18 @@ def shard_units(units: list[tuple[str, int]], shard: int, num_shards: int) -> li
     return units[shard::num_shards]
 
 
-def hash_dir(path: str | Path, mode: str = "full") -> str | None:
+def hash_dir(path: str | Path, mode: str = "full", exclude: Iterable[str] = ()) -> str | None:
     """Content hash of a model/adapter directory (``full``: every byte; ``fast``: names, sizes and the
-    first/last MiB of each file; ``none``: not hashed). None if ``path`` is not a local directory."""
+    first/last MiB of each file; ``none``: not hashed), leaving out hidden files and the relative paths in
+    ``exclude``. None if ``path`` is not a local directory."""
     root = Path(path)
     if mode == "none" or not root.is_dir():
         return None
+    skip = set(exclude)
     h = hashlib.sha256()
     for f in sorted(p for p in root.rglob("*")
-                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)):
+                    if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+                    and p.relative_to(root).as_posix() not in skip):
         rel = f.relative_to(root).as_posix()
         size = f.stat().st_size
         h.update(f"{rel}\0{size}\0".encode())

@@ -84,20 +84,20 @@ def find_gguf(source: GGUFSource = SMOLLM2) -> Path:
     return path
 
 
-def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
+def file_sha256(path: Path) -> str:
+    """sha256 of one file: the GGUF source the record names."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
     return h.hexdigest()
 
 
 def content_hash(folder: Path) -> str:
-    """sha256 over (name, sha256) of every file of a checkpoint folder except the record itself."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in folder.iterdir() if p.is_file() and p.name != RECORD_FILE):
-        h.update(f"{f.name}\0{file_sha256(f)}\n".encode())
-    return h.hexdigest()
+    """The checkpoint's content hash (every file but the record itself), as pool manifests hash a model dir."""
+    from calver.infer.manifest import hash_dir
+
+    return hash_dir(folder, "full", exclude=(RECORD_FILE,))
 
 
 def read_record(folder: str | os.PathLike) -> dict | None:
