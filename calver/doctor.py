@@ -195,7 +195,10 @@ def _colocate_mode(core: bool, gpu: bool, vl: dict) -> dict[str, Any]:
 def _server_mode(core: bool, gpu: bool, vl: dict) -> dict[str, Any]:
     """TRL's `vllm serve` mode pushes weights over vLLM's NCCL weight-transfer engine: CUDA only."""
     needs = [] if core else ["needs trl + transformers + torch + datasets"]
-    needs += ["vllm not installed"] if not vl["installed"] else _gpu_vllm_needs(gpu, vl)
+    if vl["installed"]:
+        needs += _gpu_vllm_needs(gpu, vl)
+    else:
+        needs += ["vllm not installed"] + ([] if gpu else ["no CUDA device"])
     if needs:
         if vl["installed"] and not gpu:
             needs.append("TRL's server-mode weight sync uses NCCL (CUDA only)")
