@@ -17,6 +17,7 @@ from calver.infer.sampler import (
     HFSampler,
     SamplingConfig,
     child_seed,
+    cpu_engine_env,
     make_sampler,
     vllm_available,
 )
@@ -161,8 +162,38 @@ def vllm_run(tiny_model_dir, tiny_lora_dir, tmp_path_factory):
     data = json.loads(out.read_text())
     print(f"vLLM init (CPU, LoRA enabled): {data['init_s']:.1f}s")
     return {k: [[Completion(**c) for c in r] for r in v["results"]] for k, v in data["jobs"].items()} | {
-        "_init_s": data["init_s"]
+        "_init_s": data["init_s"], "_log": proc.stdout + proc.stderr,
     }
+
+
+CPU_ENGINE_VARS = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND")
+
+
+@pytest.mark.parametrize(("cpus", "bind"), [({0, 1}, "0,1"), ({3, 5, 4}, "3,4,5"), ({0}, None),
+                                            (set(range(8)), None)])
+def test_cpu_engine_env_binds_every_core_of_a_small_machine(monkeypatch, cpus, bind):
+    for k in CPU_ENGINE_VARS:
+        monkeypatch.delenv(k, raising=False)
+    applied = cpu_engine_env(cpus)
+    assert applied == {"VLLM_CPU_KVCACHE_SPACE": "1"} | ({"VLLM_CPU_OMP_THREADS_BIND": bind} if bind else {})
+    assert os.environ.get("VLLM_CPU_OMP_THREADS_BIND") == bind  # None: vLLM's own `auto` stands
+
+
+def test_cpu_engine_env_keeps_what_the_user_set(monkeypatch):
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "4")
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    assert cpu_engine_env({0, 1}) == {}
+    assert (os.environ["VLLM_CPU_KVCACHE_SPACE"], os.environ["VLLM_CPU_OMP_THREADS_BIND"]) == ("4", "auto")
+
+
+@pytest.mark.vllm
+def test_vllm_engine_binds_the_cores_cpu_engine_env_chose(vllm_run):
+    """What vLLM's engine logged as its worker's OpenMP cores is what cpu_engine_env set (or vLLM's auto)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    log = vllm_run["_log"]
+    assert "OpenMP thread binding info" in log, log[-3000:]
+    if os.environ.get("VLLM_CPU_OMP_THREADS_BIND") is None and 1 < len(cpus) <= 3:
+        assert f"local_rank=0, core ids={cpus}" in log, log[-3000:]
 
 
 @pytest.mark.vllm
