@@ -66,10 +66,10 @@ def test_dotted_confounder_keeps_its_reward_through_problem_json():
 # ---- F4: a GRAPH slot of bare words parses in linear time -----------------------------------------------
 def _word_soup_cost(words: int, letter: str) -> float:
     trace = backdoor_trace().replace(GOOD_GRAPH, "GRAPH: " + " ".join([letter] * words))
-    t0 = time.process_time()
+    t0 = time.thread_time()
     sc = score(trace, load("backdoor_problem.json"))
     assert sc.bits[0] == 0 and sc.bits[1:] == [1] * 5
-    return time.process_time() - t0
+    return time.thread_time() - t0
 
 
 def test_bare_word_graph_slot_scales_linearly():

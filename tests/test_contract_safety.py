@@ -52,12 +52,12 @@ def deadline(seconds: int):
 
 
 def cpu(fn, *args) -> float:
-    t0 = time.process_time()
+    t0 = time.thread_time()
     try:
         fn(*args)
     except ValueError:  # a rejected input is fine; only the time matters here
         pass
-    return time.process_time() - t0
+    return time.thread_time() - t0
 
 
 # ---- B1: no super-linear backtracking -------------------------------------------------------------

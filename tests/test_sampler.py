@@ -152,7 +152,9 @@ def vllm_run(tiny_model_dir, tiny_lora_dir, tmp_path_factory):
     d = tmp_path_factory.mktemp("vllm")
     spec, out = d / "spec.json", d / "out.json"
     spec.write_text(json.dumps({"jobs": VLLM_JOBS}))
-    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"))
+    # INFO: importing trl sets VLLM_LOGGING_LEVEL=ERROR in os.environ, which hides the engine's binding log
+    env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+               VLLM_LOGGING_LEVEL="INFO")
     worker = Path(__file__).with_name("vllm_worker.py")
     proc = subprocess.run(
         [sys.executable, str(worker), str(tiny_model_dir), str(tiny_lora_dir), str(spec), str(out)],
@@ -163,6 +165,7 @@ def vllm_run(tiny_model_dir, tiny_lora_dir, tmp_path_factory):
     print(f"vLLM init (CPU, LoRA enabled): {data['init_s']:.1f}s")
     return {k: [[Completion(**c) for c in r] for r in v["results"]] for k, v in data["jobs"].items()} | {
         "_init_s": data["init_s"], "_log": proc.stdout + proc.stderr,
+        "_bind_env": env.get("VLLM_CPU_OMP_THREADS_BIND"),
     }
 
 
@@ -189,11 +192,19 @@ def test_cpu_engine_env_keeps_what_the_user_set(monkeypatch):
 @pytest.mark.vllm
 def test_vllm_engine_binds_the_cores_cpu_engine_env_chose(vllm_run):
     """What vLLM's engine logged as its worker's OpenMP cores is what cpu_engine_env set (or vLLM's auto)."""
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus, bind = sorted(os.sched_getaffinity(0)), vllm_run["_bind_env"]
     log = vllm_run["_log"]
     assert "OpenMP thread binding info" in log, log[-3000:]
-    if os.environ.get("VLLM_CPU_OMP_THREADS_BIND") is None and 1 < len(cpus) <= 3:
+    if bind is None and 1 < len(cpus) <= 3:
         assert f"local_rank=0, core ids={cpus}" in log, log[-3000:]
+    elif bind and bind not in ("auto", "nobind") and "|" not in bind:  # set before the worker started
+        want = sorted({c for part in bind.split(",") for c in _id_range(part)})
+        assert f"local_rank=0, core ids={want}" in log, log[-3000:]
+
+
+def _id_range(part: str) -> range:
+    lo, _, hi = part.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
 
 
 @pytest.mark.vllm

@@ -50,16 +50,18 @@ def _clear_verifier_caches() -> None:
 
 def _cold_call(text: str, problem) -> tuple[TraceScore, float]:
     """One ``score`` call with nothing memoized (a fresh problem object, caches cleared): the cost
-    of the first trace of a problem, and the same on a replay (hypothesis re-runs a failure)."""
+    of the first trace of a problem, and the same on a replay (hypothesis re-runs a failure). CPU time of
+    this thread only: ``score`` is single-threaded, and a thread an earlier test left running in the
+    process (process_time counts every thread) is not the verifier's cost."""
     _clear_verifier_caches()
     problem = copy.deepcopy(problem)
-    t0 = time.process_time()
+    t0 = time.thread_time()
     try:
         with fc.watchdog(HANG_S):
             sc = score(text, problem)
     except fc.Hang:
         pytest.fail(f"score() did not return within {HANG_S:g} s on {text[:200]!r}")
-    return sc, time.process_time() - t0
+    return sc, time.thread_time() - t0
 
 
 def checked_score(text: str, problem, what: str) -> TraceScore:
