@@ -159,4 +159,4 @@ def test_candidate_local_knights_units_are_named_as_such(tmp_path):
     assert [r.stratum for r in res.breakdowns["verification"].rows] == ["candidate_local"]
     md = render_markdown(res, {})
     assert "Verification: candidate_local 2 units." in md
-    assert "- `candidate_local` (K&K): CALVER checked each candidate's own CONSTRAINTS" in md
+    assert "- `candidate_local` (K&K): the formal statements are hidden; CALVER read each speaker's" in md

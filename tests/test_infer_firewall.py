@@ -356,7 +356,10 @@ def test_score_table_fingerprints_and_scores_differ_between_modes_while_grading_
     g, l_ = _kk(), _kk("candidate_local")
     assert _problem_hash(strip_problem(g)) != _problem_hash(strip_problem(l_))
     tr = get_family("knights_knaves").canonical_trace(g)
-    assert score(tr, strip_problem(g)).grounded and not score(tr, strip_problem(l_)).grounded
+    # both grounded: on the formal statements, or on the statements read from the puzzle text
+    assert score(tr, strip_problem(g)).grounded and score(tr, strip_problem(l_)).grounded
+    wrong = tr.replace("CONSTRAINTS: ", "CONSTRAINTS: knight(Zed) <-> true; ", 1)
+    assert score(wrong, strip_problem(l_)).bits[0] == 0
     ans = score(tr, strip_problem(l_)).answer
     assert grade(g, ans) and grade(l_, ans)
 

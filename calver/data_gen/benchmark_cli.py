@@ -90,28 +90,35 @@ class Cg2llmDataConfig:
         _known("encodings", self.encodings, ENCODINGS)
 
 
+MAX_KK_N = 100_000  # puzzles per size: a bound, so a typo cannot run until killed
+
+
 @dataclass
 class KkDataConfig:
     """``calver data kk``: knights-and-knaves puzzles (unique solution, checked by truth table) from the
     package's seeded generator or from reasoning-gym (``--source reasoning_gym``: Xie et al.'s K&K
     generator, converted by :mod:`calver.data_gen.reasoning_gym_kk`; needs ``pip install reasoning-gym``).
     ``--verification candidate_local`` marks the problems so the label firewall drops their formal
-    statements: CALVER then checks each trace against its own CONSTRAINTS (grading keeps them)."""
+    statements: CALVER then checks each trace against the statements it reads from the puzzle text
+    (:mod:`calver.verifier.tasks.knights_text`; a puzzle whose text does not read back to its statements is
+    skipped and counted); grading keeps the formal statements."""
 
     out: str = cfg_field(help="output folder (problems.jsonl, summary.json)")
     people: list[int] = cfg_field([3, 4, 5], help="puzzle sizes (people per puzzle)")
-    n: int = cfg_field(20, help="puzzles per size")
+    n: int = cfg_field(20, help=f"puzzles per size (at most {MAX_KK_N})")
     seed: int = cfg_field(0, help="generator seed")
     verification: str = cfg_field("grounded", help="grounded | candidate_local (meta['verification']: what the "
-                                  "verifier sees, the puzzle's statements or each trace's own constraints)")
+                                  "verifier sees, the puzzle's formal statements or only its text)")
     source: str = cfg_field("calver", help="calver (the package's generator) | reasoning_gym (reasoning-gym's "
                             "knights_knaves dataset; needs `pip install reasoning-gym`)")
 
     def __post_init__(self) -> None:
         from calver.data_gen.knights import MAX_PEOPLE, MIN_PEOPLE
-        from calver.verifier.tasks.knights_local import VERIFICATION_MODES
+        from calver.verifier.tasks.knights_text import VERIFICATION_MODES
 
         _positive(self, "n")
+        if self.n > MAX_KK_N:
+            raise ConfigError(f"field 'n' must be at most {MAX_KK_N} puzzles per size, got {self.n}")
         _known("people", self.people, list(range(MIN_PEOPLE, MAX_PEOPLE + 1)))
         if self.verification not in VERIFICATION_MODES:
             raise ConfigError(f"field 'verification' must be one of {', '.join(VERIFICATION_MODES)}, "
@@ -181,6 +188,11 @@ def kk_rows(cfg: KkDataConfig) -> tuple[list[Problem], dict[str, Any]]:
         problems = [generate_kk(k, i, cfg.seed) for k in sizes for i in range(cfg.n)]
         summary["source"] = "calver.data_gen.knights"
     if cfg.verification != "grounded":
+        from calver.verifier.tasks.knights_text import text_reads_back
+
+        kept = [p for p in problems if not text_reads_back(p)]
+        summary["text_unreadable"] = len(problems) - len(kept)
+        problems = kept
         for p in problems:
             p.meta["verification"] = cfg.verification
     return problems, {"items": dict(Counter(f"{p.meta['people']} people" for p in problems)), **summary,
@@ -216,6 +228,11 @@ def _run(name: str, args) -> int:
         problems, summary = build(cfg)
     except (ConfigError, ValueError, OSError) as e:
         print(f"calver data {name}: error: {e}", file=sys.stderr)
+        return 2
+    if not problems:
+        empty = summary.get("empty") or summary.get("skipped") or {}
+        print(f"calver data {name}: error: no problems were built with these options"
+              + (f" ({json.dumps(empty)[:200]})" if empty else "") + "; nothing written", file=sys.stderr)
         return 2
     try:
         write_problems(Path(cfg.out), problems, summary)

@@ -153,8 +153,9 @@ VERIFICATION_TEXT = {
     "candidate_graph": "(constructed graph): the source graph is hidden, so CALVER judged each candidate on the graph "
                        "in its own GRAPH slot (read from the prose); correctness is graded on the source graph.",
     "grounded": "(K&K): CALVER checked each candidate against the puzzle's own statements.",
-    "candidate_local": "(K&K): CALVER checked each candidate's own CONSTRAINTS, not the puzzle's statements; "
-                       "correctness is graded on the puzzle.",
+    "candidate_local": "(K&K): the formal statements are hidden; CALVER read each speaker's sentence from the "
+                       "puzzle text and checked each candidate's CONSTRAINTS against it; correctness is graded on "
+                       "the puzzle.",
 }
 
 

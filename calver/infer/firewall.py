@@ -24,8 +24,8 @@ Selectors return only (index, scores[, answer]); labels are reattached afterward
 Verification modes: a knights_knaves problem whose ``meta["verification"]`` is ``"candidate_local"``
 loses its formal ``data.statements`` here (keeping ``data.speakers``, who speaks, which the text shows),
 so every consumer of a stripped problem (selectors, the score table, evaluation units, PRM training)
-scores it candidate-locally: each trace against its own CONSTRAINTS
-(:mod:`calver.verifier.tasks.knights_local`). Absent or ``"grounded"`` keeps the statements (the
+scores it candidate-locally: each trace against the statements the verifier reads from the puzzle text
+(:mod:`calver.verifier.tasks.knights_text`). Absent or ``"grounded"`` keeps the statements (the
 default). Grading always runs on the unstripped problem. :func:`verification_mode` names what the
 verifier sees for any problem.
 """
@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from calver.infer.pool import PoolError
 from calver.verifier.prepared import PreparedProblem, prepare
 from calver.verifier.problem import Problem, ProblemError
-from calver.verifier.tasks.knights_local import VERIFICATION_MODES
+from calver.verifier.tasks.knights_text import VERIFICATION_MODES
 
 # Keys (after lower-casing and '-'/' ' -> '_') that never reach a selector.
 FORBIDDEN_KEYS: frozenset[str] = frozenset(
@@ -213,9 +213,9 @@ def verification_mode(problem: Problem | Mapping[str, Any]) -> str:
     - ``"source_graph"``: every trace is judged on the problem's source (supplied-graph mode, or a
       family whose policy-visible payload states the graph);
     - ``"candidate_graph"``: constructed mode: each trace is judged on its own GRAPH;
-    - ``"grounded"`` / ``"candidate_local"`` (knights_knaves): the puzzle's statements, or each trace's
-      own CONSTRAINTS (``meta["verification"]``; a problem already stripped of its statements is
-      candidate-local).
+    - ``"grounded"`` / ``"candidate_local"`` (knights_knaves): the puzzle's formal statements, or the
+      statements read from its text (``meta["verification"]``; a problem already stripped of its
+      statements is candidate-local).
 
     Raises VerificationModeError (a FirewallError and a ProblemError) for an unknown
     ``meta["verification"]``, ProblemError for a malformed problem."""
@@ -231,8 +231,8 @@ def verification_mode(problem: Problem | Mapping[str, Any]) -> str:
         grounded = is_grounded(stripped)
     except KeyError as e:
         raise ProblemError(f"problem {stripped.id!r}: unregistered task {e.args[0]!r}") from None
-    if task == KK_TASK:
-        return "grounded" if grounded else "candidate_local"
+    if task == KK_TASK:  # read from the text or not, a stripped puzzle's statements are hidden
+        return "grounded" if "statements" in stripped.data else "candidate_local"
     return "source_graph" if grounded else "candidate_graph"
 
 

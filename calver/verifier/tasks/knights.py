@@ -23,10 +23,10 @@ words (``data.roles``: truthful ↔ knight, lying ↔ knave). Grading uses the p
 solution, computed from ``data.statements`` (never from the trace).
 
 That is *grounded* scoring. A problem without ``data.statements`` (the firewall drops them when
-``meta["verification"] == "candidate_local"``) is scored *candidate-locally*: b1 asks for a complete,
-determinate formalization and b3/b5 run on the trace's own constraints; see
-:mod:`calver.verifier.tasks.knights_local`. Such a problem must be in constructed mode (its scores
-are not grounded) and cannot be graded.
+``meta["verification"] == "candidate_local"``) is scored *candidate-locally*: the statements are read
+from the puzzle text (:mod:`calver.verifier.tasks.knights_text`) and every bit is judged against them as
+above; a text the reader cannot parse fails b1, b3 and b5 with the reader's reason. Such a problem must be
+in constructed mode and cannot be graded (grading reads the formal statements of the unstripped problem).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from itertools import product
 from typing import Any, Iterator
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
-from calver.verifier.family import _UNSET, PASS, Check, TaskFamily, TraceContext
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.logic import (
     MAX_PEOPLE as _ENGINE_MAX_PEOPLE,
 )
@@ -58,7 +58,7 @@ from calver.verifier.logic import (
 from calver.verifier.memo import Memo
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
-from calver.verifier.tasks.knights_local import check_local_constraints, local_table, problem_speakers
+from calver.verifier.tasks.knights_text import PuzzleTextError, problem_speakers, read_statements
 from calver.verifier.values import parse_bool
 
 QUESTIONS = ("roles",)
@@ -225,14 +225,31 @@ class KnightsKnaves(TaskFamily):
         return info
 
     def _local_info(self, problem: Problem) -> dict[str, Any]:
-        """A candidate-local problem: no statements, so no source tables (only people, roles, speakers)."""
+        """A candidate-local problem: no formal statements, so they are read from the puzzle text; when the
+        reader cannot, ``constraints`` is None and ``text_error`` says why (b1, b3 and b5 then fail)."""
         people = _problem_people(problem)
         if problem.mode != "constructed":
             raise ProblemError("a knights_knaves problem without data field 'statements' is scored candidate-locally "
                                "and must be in mode 'constructed'")
-        info = {"people": people, "tt": TruthTable(people), "roles": problem_roles(problem, people),
-                "speakers": problem_speakers(problem, people), "grounded": False}
-        _CACHE.put(id(problem), (problem, info), 4096 + 64 * len(people))
+        roles = problem_roles(problem, people)
+        declared = problem_speakers(problem, people)
+        tt = TruthTable(people)
+        info: dict[str, Any] = {"people": people, "tt": tt, "roles": roles, "grounded": False,
+                                "constraints": None, "text_error": ""}
+        truthful, lying = problem.data.get("roles") or ("knight", "knave")
+        try:
+            stmts = read_statements(problem.text, people, truthful, lying)
+            if declared is not None and set(stmts) != set(declared):
+                raise PuzzleTextError("the speakers in the puzzle text differ from data field 'speakers'")
+        except PuzzleTextError as e:
+            info["text_error"] = f"the puzzle text cannot be read: {e}"
+            _CACHE.put(id(problem), (problem, info), 4096 + 64 * len(people))
+            return info
+        by_speaker = {s: [says(s, f) for f in fs] for s, fs in stmts.items()}
+        cons = [c for cs in by_speaker.values() for c in cs]
+        said = {s: tt.models(cs) for s, cs in by_speaker.items()}
+        info.update(constraints=cons, said=said, table=tt.models(cons))
+        _CACHE.put(id(problem), (problem, info), 4096 + (2 + len(said)) * (2 ** len(people) // 8) + 256 * len(cons))
         return info
 
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
@@ -245,16 +262,9 @@ class KnightsKnaves(TaskFamily):
         return q
 
     def verification_object(self, problem: Problem) -> list[Formula] | None:
-        """The puzzle's own constraints (grounded), or None for a candidate-local problem (no
-        statements: b3-b5 run on the trace's own CONSTRAINTS once they pass b1)."""
-        info = self.info(problem)
-        return info["constraints"] if info["grounded"] else None
-
-    def verification_graph(self, problem: Problem, trace_graph: Any = None, graph_ok: bool = False,
-                           source: Any = _UNSET) -> Any:
-        if self.info(problem)["grounded"]:
-            return super().verification_graph(problem, trace_graph, graph_ok, source)
-        return trace_graph if graph_ok else None
+        """The puzzle's constraints: from its formal statements, or read from its text (candidate-local);
+        None when the text cannot be read."""
+        return self.info(problem)["constraints"]
 
     def _grounded_info(self, problem: Problem, what: str) -> dict[str, Any]:
         info = self.info(problem)
@@ -299,11 +309,11 @@ class KnightsKnaves(TaskFamily):
         return parse_constraints(text)
 
     def check_graph(self, trace_graph: Any, problem: Problem) -> Check:
-        """b1 (both modes): per person, the trace's formulas are equivalent to what that person said;
-        candidate-local: a complete, determinate formalization (:mod:`~.knights_local`)."""
+        """b1: per person, the trace's formulas are equivalent to what that person said (in the formal
+        statements, or in the puzzle text as :mod:`~.knights_text` reads it)."""
         info = self.info(problem)
-        if not info["grounded"]:
-            return check_local_constraints(trace_graph, info)
+        if info["constraints"] is None:
+            return Check.fail(info["text_error"])
         used = set().union(*(names(f) for f in trace_graph)) if trace_graph else set()
         unknown = sorted(used - set(info["people"]))
         if unknown:
@@ -373,16 +383,14 @@ class KnightsKnaves(TaskFamily):
             return Check.fail(f"STRATEGY: {e}")
         if ok:
             return PASS
-        whose = "the puzzle's statements" if self.info(ctx.problem)["grounded"] else "the trace's own CONSTRAINTS"
-        return Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates {whose}")
+        return Check.fail(f"STRATEGY {format_assignment(ctx.strategy, tt.people)} violates the puzzle's statements")
 
     def _table(self, ctx: TraceContext) -> tuple[TruthTable, int, Check]:
-        """What b3/b5 are judged on: the puzzle's models (grounded) or the trace's own (candidate-local)."""
+        """What b3/b5 are judged on: the puzzle's models (from its statements or its text)."""
         info = self.info(ctx.problem)
-        if info["grounded"]:
-            return info["tt"], info["table"], PASS
-        table, check = local_table(ctx, info["tt"])
-        return info["tt"], table, check
+        if info["constraints"] is None:
+            return info["tt"], 0, Check.fail(info["text_error"])
+        return info["tt"], info["table"], PASS
 
     def check_derivation(self, ctx: TraceContext) -> Check:
         args, check = self.derivation_call(ctx, ("people",))
