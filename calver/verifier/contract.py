@@ -230,15 +230,19 @@ _BRACKET = re.compile(r"[{}\[\]()]")
 
 @memoized("key=value", lambda text: text_cost(text, 8))
 def _parse_kv_cached(text: str) -> tuple[tuple[str, str], ...]:
-    # Bracket depth only matters at key positions: record it at each bracket, then look up.
+    from calver.verifier.formats.objects import unquoted
+
+    # Bracket depth only matters at key positions: record it at each bracket, then look up. Brackets,
+    # separators and '=' inside a quoted name ("age (years)", "x=y") are no syntax.
+    syntax = unquoted(text)
     marks: list[tuple[int, int]] = []
     depth = 0
-    for m in _BRACKET.finditer(text):
+    for m in _BRACKET.finditer(syntax):
         depth = depth + 1 if m.group() in "{[(" else max(0, depth - 1)
         marks.append((m.start(), depth))
     positions = [p for p, _ in marks]
     found: list[tuple[str, int, int]] = []
-    for m in _KEY.finditer(text):
+    for m in _KEY.finditer(syntax):
         i = bisect_right(positions, m.start(1) - 1) - 1
         if i < 0 or marks[i][1] == 0:
             found.append((m.group(1).lower(), m.start(1), m.end()))
@@ -289,17 +293,25 @@ def format_kv(pairs: dict[str, object], sep: str = "; ") -> str:
 
 
 def format_set(nodes) -> str:
-    """Canonical set rendering: ``{A, B}`` with sorted members; ``{}`` for the empty set."""
-    return "{" + ", ".join(sorted(nodes)) + "}"
+    """Canonical set rendering: ``{A, B}`` with sorted members, each quoted when the set parser would not
+    read it back as that one name (``{"age (years)", "none"}``); ``{}`` for the empty set."""
+    from calver.verifier.formats.objects import format_node_set
+
+    return format_node_set(nodes)
 
 
 def format_path(nodes, types=None) -> str:
+    """``X -> M -> Y`` (or with the given edge ``types``), each name quoted when it must be; ``none``
+    for no path."""
+    from calver.verifier.formats.objects import render_set_name
+
     if not nodes:
         return "none"
+    names = [render_set_name(n) for n in nodes]
     if types is None:
-        return " -> ".join(nodes)
-    parts = [nodes[0]]
-    for t, n in zip(types, nodes[1:]):
+        return " -> ".join(names)
+    parts = [names[0]]
+    for t, n in zip(types, names[1:]):
         parts += [t, n]
     return " ".join(parts)
 

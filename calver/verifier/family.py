@@ -141,6 +141,11 @@ class TaskFamily:
                     q[key] = self.query_defaults[key]
                 else:
                     raise ProblemError(f"query for task {self.name!r} is missing field {key!r}")
+            raw = q[key]
+            if self.query_types[key] == "node" and isinstance(raw, str) and problem.graph is not None \
+                    and raw in problem.graph:
+                out[key] = raw  # the problem names the node exactly ('"q"', ' lead'): no text to unquote
+                continue
             try:
                 out[key] = normalize_value(self.query_types[key], q[key])
             except (ValueError, GraphError) as e:

@@ -7,11 +7,16 @@ each entry's bytes to one shared budget; past it, every memo is dropped and refi
 Memos only ever cache pure functions of their keys, so dropping them changes no result.
 
 ``set_budget(n)`` changes the budget (tests use a small one); ``usage()`` reports it.
+
+Thread-safe: verl, OpenRLHF and TRL's async GRPO score from threads. One re-entrant lock guards the
+counter, every drop and every store, so a drop never runs while another thread's hook iterates a
+container it is changing; lookups are single dict reads, atomic under the GIL.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable
 
 DEFAULT_BUDGET = 64 * 2**20
@@ -19,28 +24,32 @@ DEFAULT_BUDGET = 64 * 2**20
 _budget = DEFAULT_BUDGET
 _charged = 0
 _clear_hooks: list[Callable[[], None]] = []
+LOCK = threading.RLock()  # the budget, every drop and every store (re-entrant: a hook may store)
 
 
 def charge(cost: int) -> None:
     """Count ``cost`` bytes against the budget; past it, drop every memo first."""
     global _charged
-    _charged += cost
-    if _charged > _budget:
-        clear_all()
-        _charged = cost
+    with LOCK:
+        _charged += cost
+        if _charged > _budget:
+            clear_all()
+            _charged = cost
 
 
 def clear_all() -> None:
     """Drop every registered memo (results are unchanged: they refill on demand)."""
     global _charged
-    for hook in _clear_hooks:
-        hook()
-    _charged = 0
+    with LOCK:
+        for hook in list(_clear_hooks):
+            hook()
+        _charged = 0
 
 
 def on_clear(hook: Callable[[], None]) -> None:
     """Register ``hook`` to run whenever the memos are dropped (for memos that are not a :class:`Memo`)."""
-    _clear_hooks.append(hook)
+    with LOCK:
+        _clear_hooks.append(hook)
 
 
 def set_budget(n_bytes: int) -> None:
@@ -48,8 +57,9 @@ def set_budget(n_bytes: int) -> None:
     global _budget
     if not isinstance(n_bytes, int) or n_bytes < 0:
         raise ValueError(f"memo budget must be a non-negative integer of bytes, got {n_bytes!r}")
-    _budget = n_bytes
-    clear_all()
+    with LOCK:
+        _budget = n_bytes
+        clear_all()
 
 
 def usage() -> tuple[int, int]:
@@ -77,8 +87,9 @@ class Memo:
 
     def put(self, key: Any, value: Any, cost: int) -> Any:
         """Store ``value`` (charged ``cost`` bytes) and return it."""
-        charge(cost)
-        self._data[key] = value
+        with LOCK:
+            charge(cost)
+            self._data[key] = value
         return value
 
     def __len__(self) -> int:
@@ -88,7 +99,8 @@ class Memo:
         return key in self._data
 
     def clear(self) -> None:
-        self._data.clear()
+        with LOCK:
+            self._data.clear()
 
 
 def memoized(name: str, cost: Callable[..., int]):

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from calver.verifier.family import TaskFamily
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
-from calver.verifier.memo import Memo, on_clear
+from calver.verifier.memo import LOCK, Memo, on_clear
 from calver.verifier.problem import Problem, ProblemError, copy_containers
 from calver.verifier.registry import get_family
 
@@ -122,7 +122,7 @@ _PREPARED = Memo("prepared problem")
 _LIVE: weakref.WeakSet[PreparedProblem] = weakref.WeakSet()
 
 
-def _drop_slot_memos() -> None:
+def _drop_slot_memos() -> None:  # runs under memo.LOCK, as every _LIVE.add does
     for p in list(_LIVE):
         p.memo.clear()
 
@@ -166,6 +166,7 @@ def prepare(problem: Problem | PreparedProblem) -> PreparedProblem:
     except _ODD_ERRORS as e:
         raise ProblemError(f"malformed {problem.task} problem: {type(e).__name__}: {e}") from None
     prepared = PreparedProblem(own, family, query, source)
-    _LIVE.add(prepared)
-    _PREPARED.put(id(problem), (problem, prepared), _cost(problem))
+    with LOCK:  # a drop iterating _LIVE in another thread must not see it change size
+        _LIVE.add(prepared)
+        _PREPARED.put(id(problem), (problem, prepared), _cost(problem))
     return prepared

@@ -11,8 +11,9 @@ from typing import Any, Mapping, Sequence
 
 from calver.verifier.contract import SLOTS, SlotParse, parse_kv, split_slots
 from calver.verifier.family import Check, TraceContext
+from calver.verifier.formats.objects import empty_set_word
 from calver.verifier.graph import GraphError
-from calver.verifier.memo import charge
+from calver.verifier.memo import LOCK, charge
 from calver.verifier.prepared import PreparedProblem, prepare
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import get_family
@@ -59,8 +60,9 @@ class TraceScore:
 def _memo_put(memo: dict, key: tuple, text: str | int | None, value: Any, per_char: int = 8) -> Any:
     """Store ``value`` under ``key`` in a problem's slot memo, charged ``per_char`` bytes per character of
     ``text`` (or a character count)."""
-    charge(512 + per_char * (text if isinstance(text, int) else len(text or "")))
-    memo[key] = value
+    with LOCK:  # a drop in another thread clears ``memo``: store after the charge, never between
+        charge(512 + per_char * (text if isinstance(text, int) else len(text or "")))
+        memo[key] = value
     return value
 
 
@@ -132,7 +134,9 @@ def score(trace_text: str, problem: Problem | PreparedProblem) -> TraceScore:
             continue
         try:
             # the ANSWER has its own parser: a decision family's STRATEGY evidence is no answer there
-            setattr(ctx, attr, (family.parse_answer if slot == "ANSWER" else family.parse_object)(text))
+            obj = (family.parse_answer if slot == "ANSWER" else family.parse_object)(text)
+            ambiguous_empty(problem, text, obj)
+            setattr(ctx, attr, obj)
         except (ValueError, GraphError, RecursionError) as e:
             setattr(ctx, attr + "_error", f"{slot} does not parse as a {family.answer_type}: {e}")
 
@@ -208,6 +212,22 @@ def check_query(slots, family, problem: Problem, query: Mapping[str, Any]) -> Ch
     return Check(True)
 
 
+def ambiguous_empty(problem: Problem, text: str, obj: Any) -> None:
+    """ValueError when ``text`` reads as the empty set through a word (``{none}``, ``nothing``) that also
+    names a node of ``problem`` (any case): the writer may mean the node, so neither reading is taken.
+    ``{}`` / ``set()`` is the empty set and ``{"none"}`` the node."""
+    if obj != frozenset() or not isinstance(obj, frozenset):
+        return
+    word = empty_set_word(text)
+    if word is None:
+        return
+    names = set(problem.graph.nodes) if problem.graph is not None else set()
+    names.update(problem.variables or ())
+    if any(n.lower() == word for n in names):
+        raise ValueError(f"{text.strip()[:40]!r} is ambiguous: {word!r} names a node; write {{\"{word}\"}} for "
+                         "the node or {} for the empty set")
+
+
 def grade(problem: Problem | PreparedProblem, answer: Any) -> bool:
     """Is ``answer`` correct for ``problem`` on its source graph (the task predicate, no reference)?
 
@@ -220,6 +240,8 @@ def grade(problem: Problem | PreparedProblem, answer: Any) -> bool:
         family = get_family(problem.task)
     try:
         obj = family.object_for(problem, answer)  # problem-aware: K&K reads the puzzle's role words
+        if isinstance(answer, str):
+            ambiguous_empty(problem, answer, obj)
     except ProblemError:
         raise
     except (ValueError, GraphError, TypeError):

@@ -35,7 +35,10 @@ def normalize_value(kind: str, value: Any) -> Any:
     if kind == "node":
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"expected a node name, got {_short(value)}")
-        return value.strip().strip("'\"`")
+        v = value.strip()
+        if len(v) >= 2 and v[0] + v[-1] in ('""', "''", "“”", "``"):  # one layer: the quotes a renderer adds
+            v = v[1:-1]
+        return v
     if kind == "set":
         if isinstance(value, str):
             return cached_node_set(value)
@@ -155,4 +158,8 @@ def format_value(kind: str, value: Any) -> str:
         return format_path(list(nodes), list(types) if types else None)
     if kind == "number":
         return f"{value:g}"
+    if kind == "node":
+        from calver.verifier.formats.objects import render_set_name
+
+        return render_set_name(value)
     return str(value)

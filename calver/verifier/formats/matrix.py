@@ -104,7 +104,9 @@ def parse(text: str, hint=None):
 
 
 def _cell(n: str) -> str:
-    return quote_name(n, bool(_BARE_CELL.fullmatch(n)) and not _NUM.fullmatch(n))
+    # a row starts with its name: a bare ``QUERY:`` or markdown (``**b**``) there reads as a slot label
+    return quote_name(n, bool(_BARE_CELL.fullmatch(n)) and not _NUM.fullmatch(n) and ":" not in n
+                      and n[0] not in "`*_#>~-" and n[-1] not in "`*_~")
 
 
 def render(g: CausalGraph) -> str:

@@ -6,10 +6,82 @@ from __future__ import annotations
 import re
 
 from calver.verifier.formats import arrows
-from calver.verifier.formats.common import ParseError, bad_token
+from calver.verifier.formats.common import ParseError, bad_token, quote_name
 
 _EMPTY = {"set()", "frozenset()", "∅", "{}", "[]", "()", "none", "empty", "empty set",
           "the empty set", "no nodes", "nothing", "{∅}", "null"}
+_OPENERS = re.compile(r"[\"'“]")
+_CLOSER = {'"': '"', "'": "'", "“": "”"}
+
+
+def unquoted(s: str) -> str:
+    """``s`` with every quoted name (as the arrow lexer reads one: ``"..."``, ``'...'``, ``“...”`` on one
+    line) blanked out, same length, by a control character that no syntax uses (not a blank, which a
+    regex might skip as whitespace), so syntax checks skip what is inside. Linear: the next closer and
+    the next line break are found once per stretch, not once per opener."""
+    if not _OPENERS.search(s):
+        return s
+    pieces: list[str] = []
+    nxt: dict[str, int] = {}  # character -> its next position at or after the scan point (-1: none left)
+    i = 0
+
+    def find(ch: str, start: int) -> int:
+        k = nxt.get(ch)
+        if k is None or (k != -1 and k < start):
+            k = s.find(ch, start)
+            nxt[ch] = k
+        return k
+
+    for m in _OPENERS.finditer(s):
+        j = m.start()
+        if j < i:
+            continue
+        k = find(_CLOSER[m.group()], j + 1)
+        if k == -1:
+            continue
+        nl = find("\n", j + 1)
+        if nl != -1 and nl < k:
+            continue
+        pieces += [s[i:j], "\x01" * (k - j + 1)]
+        i = k + 1
+    pieces.append(s[i:])
+    return "".join(pieces)
+
+
+def split_unquoted(text: str, separators: str) -> list[str]:
+    """``text`` split at each character of ``separators`` that is not inside a quoted name."""
+    cuts = [m.start() for m in re.finditer(f"[{re.escape(separators)}]", unquoted(text))]
+    return [text[a + 1:b] for a, b in zip([-1] + cuts, cuts + [len(text)])]
+
+
+def empty_set_word(text: str) -> str | None:
+    """The word (lower-cased) by which ``text`` denotes the empty set, such as ``none`` in ``{none}``, or
+    None when it does not (a symbol such as ``{}`` / ``set()`` is no word). A problem with a node of that
+    name makes the text ambiguous (:func:`calver.verifier.scoring.ambiguous_empty`)."""
+    if not isinstance(text, str):
+        return None
+    for s in (text.strip().rstrip(".").strip(), _strip_wrapper(text)):
+        w = s.lower()
+        if w in _EMPTY and any(c.isalpha() for c in w):
+            return w
+    return None
+
+
+def render_set_name(name: str) -> str:
+    """``name`` as a node-set member that reads back as exactly that one name: bare when the lexer reads
+    it so and it is no empty-set word, else quoted."""
+    from calver.verifier.formats.arrows import render_name
+
+    out = render_name(name)
+    if out is name and (name.lower() in _EMPTY or name.lower() in ("set", "frozenset")):
+        return quote_name(name, False, ('""', "''", "“”"))
+    return out
+
+
+def format_node_set(nodes) -> str:
+    """Canonical set rendering: ``{A, B}`` with sorted members, each quoted when it must be; ``{}`` when
+    empty."""
+    return "{" + ", ".join(render_set_name(n) for n in sorted(nodes)) + "}"
 
 
 def _strip_wrapper(s: str) -> str:
@@ -30,7 +102,7 @@ def parse_node_set(text: str) -> frozenset[str]:
         raise ParseError("empty node-set text (write set() or {} for the empty set)")
     if bare.lower() in _EMPTY or not s or s.lower() in _EMPTY:
         return frozenset()
-    m = re.search(r"[\[\](){}]", s)
+    m = re.search(r"[\[\](){}]", unquoted(s))
     if m:
         raise bad_token(m.group(), s, m.start(), "node set")
     names = []
@@ -69,7 +141,7 @@ def parse_path(text: str) -> tuple[list[str], list[str] | None]:
     s = _strip_wrapper(text)
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"" and s[0] not in s[1:-1]:
         s = s[1:-1].strip()
-    m = re.search(r"[\[\](){}]", s)
+    m = re.search(r"[\[\](){}]", unquoted(s))
     if m:
         raise bad_token(m.group(), s, m.start(), "path")
     items = arrows.lex(s, "path")

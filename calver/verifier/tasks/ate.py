@@ -42,7 +42,7 @@ from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
 from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, is_positive
 from calver.verifier.scm_exact import AteDecision, decide_ate, exact_ate, exact_number, format_exact, margin_side
-from calver.verifier.values import normalize_value
+from calver.verifier.values import format_value, normalize_value
 
 DEFAULT_EPSILON = 0.01
 _YES = {"yes": True, "no": False, "true": True, "false": False}
@@ -411,12 +411,14 @@ class AteThreshold(TaskFamily):
         a1, a0 = adjustment_arms(self.scm(problem), x, y, sorted(z))
         theta = round(a1 - a0, 6)
         decision = obj if isinstance(obj, bool) else self.decision(problem, q).exceeds
-        pairs = {"task": self.name, "treatment": x, "outcome": y, "threshold": f"{q['threshold']:g}", "graph": "DAG"}
+        pairs = {"task": self.name, "treatment": format_value("node", x), "outcome": format_value("node", y),
+                 "threshold": f"{q['threshold']:g}", "graph": "DAG"}
         return assemble_trace({
             "GRAPH": self.source_graph(problem).to_text(),
             "QUERY": format_kv(pairs),
             "STRATEGY": format_set(z),
-            "DERIVATION": f"{self.operation}(treatment={x}, outcome={y}, adjustment={format_set(z)}, "
+            "DERIVATION": f"{self.operation}(treatment={pairs['treatment']}, outcome={pairs['outcome']}, "
+                          f"adjustment={format_set(z)}, "
                           f"p1={a1:.6f}, p0={a0:.6f}, effect={theta:.6f})",
             "RESULT": f"{theta:.6f}",
             "ANSWER": "yes" if decision else "no",

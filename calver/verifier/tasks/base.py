@@ -48,7 +48,9 @@ def split_paths(text: str) -> list[str]:
     body = body.strip()
     if body.lower() in ("", "none", "-", "nil"):
         return []
-    return [p.strip() for p in re.split(r"[|;]", body) if p.strip()]
+    from calver.verifier.formats.objects import split_unquoted
+
+    return [p.strip() for p in split_unquoted(body, "|;") if p.strip()]
 
 
 _WITNESS_MEMO = Memo("witness path")  # (id(g), path text) -> (g, nodes, error)

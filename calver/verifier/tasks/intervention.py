@@ -11,7 +11,7 @@ from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import register
 from calver.verifier.tasks.base import parse_result_bool
-from calver.verifier.values import parse_bool
+from calver.verifier.values import format_value, parse_bool
 
 
 @register
@@ -183,14 +183,15 @@ class InterventionReachability(TaskFamily):
         if decision:
             path = tuple(find_directed_path(g, q["source"], q["target"], removed_incoming=q["do"]) or ())
         truth = self.truth(g, q)
-        pairs = {"task": self.name, "do": format_set(q["do"]), "source": q["source"], "target": q["target"],
+        pairs = {"task": self.name, "do": format_set(q["do"]), "source": format_value("node", q["source"]),
+                 "target": format_value("node", q["target"]),
                  "graph": problem.graph_class.value}
         return assemble_trace({
             "GRAPH": g.to_text(),
             "QUERY": format_kv(pairs),
             "STRATEGY": self.format_object(path),
-            "DERIVATION": f"{self.operation}(do={format_set(q['do'])}, source={q['source']}, "
-                          f"target={q['target']}, path={self.format_object(path)})",
+            "DERIVATION": f"{self.operation}(do={format_set(q['do'])}, source={pairs['source']}, "
+                          f"target={pairs['target']}, path={self.format_object(path)})",
             "RESULT": "reachable" if truth else "unreachable",
             "ANSWER": "yes" if decision else "no",
         })
