@@ -1,7 +1,9 @@
 """The verifier as an OpenEnv environment (calver.integrations.openenv_env, `calver serve-env`), through the real
 OpenEnv: a server subprocess on loopback and OpenEnv's own client. The bits of every step equal ``score()`` on
 gold, wrong and garbage traces; bad actions give unscorable observations; a bounded load test (8 concurrent
-clients) loses no request and reports throughput and p99 latency."""
+clients) loses no request and reports throughput and p99 latency. The audit's attacks on the server
+(resubmission, reasons as an answer key, idle sessions, /mcp sessions, odd /reset arguments) are in
+tests/test_openenv_attacks.py."""
 
 from __future__ import annotations
 
@@ -160,7 +162,7 @@ def test_reset_shows_the_stripped_prompt_only(server, problems):
                 assert obs.problem["graph"] is None  # the source graph is a label there
             text = json.dumps(obs.model_dump())
             assert "LABEL-7f3a9c" not in text and "validity_class" not in text and "n_valid" not in text
-            assert obs.bits == {} and obs.reasons == {}
+            assert obs.bits == {} and obs.failed == [] and len(obs.ticket) >= 16
 
 
 def test_step_bits_equal_score(server, problems, traces):
@@ -175,7 +177,9 @@ def test_step_bits_equal_score(server, problems, traces):
                 obs = r.observation
                 assert r.done and obs.done and not obs.unscorable, (p.id, kind, obs.error)
                 assert [obs.bits[k] for k in PART_NAMES] == bits, (p.id, kind)
-                assert obs.reasons == reasons and obs.total == sum(bits)
+                assert obs.failed == [k for k, b in zip(PART_NAMES, bits) if not b] and obs.total == sum(bits)
+                shown = json.dumps(obs.model_dump())
+                assert not any(why[:40] in shown for why in reasons.values())  # no reason reaches the client
                 assert r.reward == pytest.approx(sum(bits) / 6)
                 if kind == "gold":
                     assert bits == [1] * 6
@@ -209,7 +213,7 @@ def test_bad_actions_are_unscorable_and_the_session_goes_on(server, problems, tr
         r = env.step(TraceAction(trace=gold))  # no reset yet
         assert r.observation.unscorable and r.reward is None and "reset" in r.observation.error
         cases = [(12345, "int"), ({"GRAPH": "X -> Y"}, "dict"), (None, "no trace"),
-                 ([{"role": "assistant", "content": 7}], "unreadable"), ("x" * 200_001, "over the limit")]
+                 ([{"role": "assistant", "content": 7}], "unreadable"), ("x" * 32_001, "over the limit")]
         for trace, why in cases:
             env.reset(problem_id=p.id)
             r = env.step(TraceAction(trace=trace))
@@ -220,8 +224,8 @@ def test_bad_actions_are_unscorable_and_the_session_goes_on(server, problems, tr
         assert env.step(TraceAction(trace=gold)).reward == 1.0
         r = env.step(TraceAction(trace=gold))  # a second step in a single-step episode
         assert r.observation.unscorable and "episode is over" in r.observation.error
-        r = env.step(TraceAction(trace=gold, problem_id="no-such-problem"))
-        assert r.observation.unscorable and "unknown problem_id" in r.observation.error
+        r = env.step(TraceAction(trace=gold, ticket="no-such-ticket"))
+        assert r.observation.unscorable and "no open episode" in r.observation.error
         with pytest.raises(RuntimeError, match="unknown problem_id"):  # reset on an unknown id: OpenEnv's error
             env.reset(problem_id="no-such-problem")
         env.reset(problem_id=p.id)
@@ -230,19 +234,23 @@ def test_bad_actions_are_unscorable_and_the_session_goes_on(server, problems, tr
 
 def test_http_endpoints(server, problems, traces):
     p = problems[1]
-    body = _post(f"{server}/step", {"action": {"trace": traces[p.id]["gold"], "problem_id": p.id}})
-    assert body["done"] is True and body["reward"] == 1.0 and body["observation"]["total"] == 6
-    body = _post(f"{server}/step", {"action": {"trace": traces[p.id]["gold"]}})  # stateless: no problem
-    assert body["observation"]["unscorable"] and body["reward"] is None
     body = _post(f"{server}/reset", {"problem_id": p.id})
     assert body["observation"]["problem_id"] == p.id and body["done"] is False
+    ticket = body["observation"]["ticket"]
+    body = _post(f"{server}/step", {"action": {"trace": traces[p.id]["gold"], "ticket": ticket}})
+    assert body["done"] is True and body["reward"] == 1.0 and body["observation"]["total"] == 6
+    body = _post(f"{server}/step", {"action": {"trace": traces[p.id]["gold"], "ticket": ticket}})  # spent
+    assert body["observation"]["unscorable"] and body["reward"] is None
+    body = _post(f"{server}/step", {"action": {"trace": traces[p.id]["gold"]}})  # stateless: no episode
+    assert body["observation"]["unscorable"] and body["reward"] is None
     meta = _get(f"{server}/metadata")
     assert meta["name"] == "calver" and str(len(problems)) in meta["description"]
     schema = _get(f"{server}/schema")
     assert "trace" in schema["action"]["properties"] and "bits" in schema["observation"]["properties"]
-    with pytest.raises(urllib.error.HTTPError) as e:  # outside the action's schema: OpenEnv's 422
-        _post(f"{server}/step", {"action": {"trace": "x", "answer": "y"}})
-    assert e.value.code == 422
+    for action in ({"trace": "x", "answer": "y"}, {"trace": "x", "problem_id": p.id}):  # outside the schema: 422
+        with pytest.raises(urllib.error.HTTPError) as e:
+            _post(f"{server}/step", {"action": action})
+        assert e.value.code == 422
 
 
 # ---- in process: the rubric and the reward variants --------------------------------------------------------------
@@ -433,8 +441,13 @@ def test_trl_environment_adapter(server, problems, traces):
         assert env.reset(id=p.id, prompt=[{"role": "user", "content": "x"}], problem_json="{}") is None
         assert env.get_reward() == 0.0  # nothing submitted yet
         verdict = json.loads(env.submit_trace(traces[p.id]["wrong"]))
-        assert [verdict["bits"][k] for k in verdict["bits"]] == score(traces[p.id]["wrong"], p).bits
-        json.loads(env.submit_trace(traces[p.id]["gold"]))  # the last submission counts
+        wrong_bits = score(traces[p.id]["wrong"], p).bits
+        assert [verdict["bits"][k] for k in verdict["bits"]] == wrong_bits and set(verdict) == {"bits", "failed"}
+        assert env.submit_trace(traces[p.id]["gold"]).startswith("already submitted")  # the first one counts
+        assert env.get_reward() == pytest.approx(sum(wrong_bits) / 6) and sum(wrong_bits) < 6
+        assert env.submit_trace(traces[p.id]["gold"]).startswith("refused")  # past max_calls
+        env.reset(id=p.id)
+        json.loads(env.submit_trace(traces[p.id]["gold"]))
         assert env.get_reward() == 1.0
         text = env.reset()
         assert isinstance(text, str) and "GRAPH" in text  # the contract instructions travel with the problem

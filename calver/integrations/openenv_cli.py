@@ -4,10 +4,13 @@
     calver serve-env --problems data/bd                                  # a `calver gen --out` folder or a JSONL
     calver serve-env --tasks all --n 20 --seed 1 --port 8008 --reward strict
 
-One episode per problem: reset -> the prompt; step(trace) -> reward (S/6, or strict 0/1), done, the six bits and
-the reasons. Clients: OpenEnv's EnvClient (``calver.integrations.openenv_env.CalverEnvClient``) over the WebSocket
-``/ws``; OpenEnv's HTTP ``/reset``, ``/step`` (stateless: name ``problem_id`` in the action), ``/state``,
-``/schema``, ``/metadata`` and ``/health`` are served too.
+One episode per problem: reset -> the prompt and a one-use ticket; step(trace) -> reward (S/6, or strict 0/1),
+done, the six bits and the names of the failed slots. One scored step per episode; the verifier's reasons go to
+the server log (``--log_level info``), never to the client. Clients: OpenEnv's EnvClient
+(``calver.integrations.openenv_env.CalverEnvClient``) over the WebSocket ``/ws``; OpenEnv's HTTP ``/reset``,
+``/step`` (stateless: pass the reset's ``ticket`` in the action), ``/state``, ``/schema``, ``/metadata`` and
+``/health`` are served too. WebSockets idle for ``--idle_timeout_s`` are closed; each client address may hold
+at most ``--max_sessions_per_client`` sessions.
 
 Binds 127.0.0.1 by default: the server has no authentication; give ``--host`` another address only on a network you
 trust. Needs OpenEnv (``openenv-core``; ``docs/integrations.md`` has the lean install). Also runs standalone:
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import sys
 
 DEFAULT_PORT = 8008
@@ -45,8 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="fraction: S/6 (default); strict: 1.0 only when all six bits pass")
     p.add_argument("--max_sessions", "--max-sessions", type=int, default=64,
                    help="concurrent WebSocket sessions (default 64)")
-    p.add_argument("--max_trace_chars", "--max-trace-chars", type=int, default=200_000,
-                   help="longer traces are unscorable (default 200000)")
+    p.add_argument("--max_sessions_per_client", "--max-sessions-per-client", type=int, default=None,
+                   help="WebSocket sessions one client address may hold (default: 3/4 of --max_sessions)")
+    p.add_argument("--idle_timeout_s", "--idle-timeout-s", type=float, default=300.0,
+                   help="close a WebSocket that sends nothing for this long (default 300 s)")
+    p.add_argument("--max_trace_chars", "--max-trace-chars", type=int, default=32_000,
+                   help="longer traces are unscorable (default 32000)")
     p.add_argument("--allow_ungrounded", "--allow-ungrounded", action="store_true",
                    help="also serve constructed-mode problems without their source graph (their reward measures "
                         "a trace's self-consistency, not correctness)")
@@ -66,16 +74,21 @@ def _is_loopback(host: str) -> bool:
 def run_serve_env(args: argparse.Namespace) -> int:
     try:
         from calver.integrations import openenv_env as oe
+        from calver.integrations.openenv_server import serve
     except ImportError as e:
         print(f"calver serve-env: error: OpenEnv is not importable ({e}); install it as docs/integrations.md "
               "says (`pip install -e .[env]` then `pip install --no-deps openenv-core==0.3.0`), or run "
               "scripts/setup_env.sh", file=sys.stderr)
         return 2
-    for name in ("n", "port", "max_sessions", "max_trace_chars"):
+    for name in ("n", "port", "max_sessions", "max_sessions_per_client", "max_trace_chars"):
         value = getattr(args, name)
-        if value < (0 if name == "port" else 1) or (name == "port" and value > 65535):
+        if value is not None and (value < (0 if name == "port" else 1) or (name == "port" and value > 65535)):
             print(f"calver serve-env: error: --{name} {value} is out of range", file=sys.stderr)
             return 2
+    if not 0 < args.idle_timeout_s <= 86_400:
+        print(f"calver serve-env: error: --idle_timeout_s {args.idle_timeout_s} is out of range (0, 86400]",
+              file=sys.stderr)
+        return 2
     try:
         if args.problems:
             problems = oe.ProblemSet.from_file(args.problems, allow_ungrounded=args.allow_ungrounded)
@@ -96,9 +109,12 @@ def run_serve_env(args: argparse.Namespace) -> int:
     print(f"calver serve-env: {len(problems)} problems ({source}; tasks {', '.join(problems.tasks())}), reward "
           f"{args.reward}; OpenEnv server on http://{args.host}:{args.port} (WebSocket /ws; /reset /step /state "
           "/schema /metadata /health)", file=sys.stderr, flush=True)
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("calver.serve_env").setLevel(args.log_level.upper() if args.log_level != "trace" else "DEBUG")
     try:
-        oe.serve(problems, host=args.host, port=args.port, reward=args.reward, max_sessions=args.max_sessions,
-                 max_trace_chars=args.max_trace_chars, log_level=args.log_level)
+        serve(problems, host=args.host, port=args.port, reward=args.reward, max_sessions=args.max_sessions,
+              max_sessions_per_client=args.max_sessions_per_client, idle_timeout_s=args.idle_timeout_s,
+              max_trace_chars=args.max_trace_chars, log_level=args.log_level)
     except KeyboardInterrupt:
         pass
     return 0

@@ -1,25 +1,37 @@
 """The verifier as a single-step OpenEnv environment (``calver serve-env``).
 
-One episode is one problem: ``reset()`` draws a problem and returns its prompt; ``step(TraceAction(trace=...))``
-scores the trace with :func:`calver.verifier.score` and ends the episode (``done=True``) with the reward,
-the six bits and the reasons. Served by OpenEnv's own HTTP/WebSocket server (``create_app``); clients use
-OpenEnv's ``EnvClient`` (:class:`CalverEnvClient`, or ``.sync()`` for blocking code)::
+One episode is one problem: ``reset()`` draws a problem and returns its prompt and a one-use ``ticket``;
+``step(TraceAction(trace=...))`` scores the trace with :func:`calver.verifier.score` and ends the episode
+(``done=True``) with the reward and the six bits. Served by OpenEnv's own HTTP/WebSocket server
+(:mod:`calver.integrations.openenv_server`); clients use OpenEnv's ``EnvClient`` (:class:`CalverEnvClient`,
+or ``.sync()`` for blocking code)::
 
     calver serve-env --tasks backdoor_set --n 100 --seed 0 --port 8008      # or --problems DIR_OR_JSONL
 
     from calver.integrations.openenv_env import CalverEnvClient, TraceAction
     with CalverEnvClient(base_url="http://127.0.0.1:8008").sync() as env:
         r = env.reset()                                   # r.observation.prompt: [system, user] messages
-        r = env.step(TraceAction(trace=completion_text))  # r.reward, r.done, r.observation.bits / .reasons
+        r = env.step(TraceAction(trace=completion_text))  # r.reward, r.done, r.observation.bits / .failed
+
+The environment cannot be queried for the answer. A policy under RL finds any way to a high score, and a
+verifier that answers repeated questions is an oracle: it would learn to probe, not to solve. So:
+
+- one scored step per episode, enforced on the server: ``reset`` opens an episode with a one-use ticket
+  (:class:`ProblemSet` keeps them, shared by every session and transport); a step claims it, and every
+  later step of that episode (or with that ticket) is unscorable. A step cannot name a problem by id.
+- the observation carries the bits and the names of the slots that failed (``failed``), never the
+  verifier's reasons: they name hidden answers, edges, paths and effects (the ATE reason prints θ, a
+  constructed-mode b1 reason lists the source graph's missing edges). The full reasons go to the server's
+  log (logger ``calver.serve_env``, INFO) and to ``calver eval``.
 
 Observations (:class:`CalverObservation`). ``reset`` gives ``problem_id``, ``task``, ``prompt`` (chat
-messages from :func:`calver.data_gen.prompts.render_prompt`) and ``problem`` (the problem as JSON), all
-built from the firewall-stripped problem (:func:`calver.infer.firewall.strip_problem`): no meta, no labels,
+messages from :func:`calver.data_gen.prompts.render_prompt`), ``problem`` (the problem as JSON) and ``ticket``,
+all built from the firewall-stripped problem (:func:`calver.infer.firewall.strip_problem`): no meta, no labels,
 no validity class, no source graph in constructed mode. ``step`` gives ``bits`` (``{"graph": b1, ...,
-"answer": b6}``), ``total`` (S), ``reasons`` (slot -> why its bit failed, as ``score()`` gives them),
-``unscorable`` and ``error``. Scoring uses the full problem (with its source graph): the reward is grounded,
-as in :mod:`calver.train.rewards`; problems that cannot be judged against a source (constructed mode without
-its graph) are refused at load unless ``allow_ungrounded``.
+"answer": b6}``), ``total`` (S), ``failed`` (the parts whose bit is 0), ``unscorable`` and ``error``. Scoring
+uses the full problem (with its source graph): the reward is grounded, as in :mod:`calver.train.rewards`;
+problems that cannot be judged against a source (constructed mode without its graph) are refused at load
+unless ``allow_ungrounded``.
 
 Reward: ``"fraction"`` (S/6, default) or ``"strict"`` (1.0 only at 6/6), computed by :class:`VerifierRubric`,
 an OpenEnv ``Rubric`` of six named parts ``graph``, ``query``, ``strategy``, ``derivation``, ``result``,
@@ -27,14 +39,15 @@ an OpenEnv ``Rubric`` of six named parts ``graph``, ``query``, ``strategy``, ``d
 each with its ``last_score``).
 
 Never raises on an action: a trace that is no text (nor a chat completion whose assistant turns are text),
-one over ``max_trace_chars``, a step with no problem (no ``reset`` first, an unknown ``problem_id``), a second
-step in the same episode or a scorer error gives an *unscorable* observation: ``unscorable=True``, ``error``
-saying why, all bits 0, ``reward=None`` (OpenEnv's "no reward"; TRL likewise drops a ``None`` reward from its
-group baseline). A garbage trace is not unscorable: it is scored and earns 0/6. Only a payload that breaks
-the action's schema (an unknown field) is refused by OpenEnv itself (HTTP 422 / a WebSocket error message).
+one over ``max_trace_chars``, a step without an open episode (no ``reset`` first, an unknown, expired or used
+ticket), a second step in the same episode or a scorer error gives an *unscorable* observation:
+``unscorable=True``, ``error`` saying why, all bits 0, ``reward=None`` (OpenEnv's "no reward"; TRL likewise
+drops a ``None`` reward from its group baseline). A garbage trace is not unscorable: it is scored and earns
+0/6. Only a payload that breaks the action's schema (an unknown field) is refused by OpenEnv itself (HTTP
+422 / a WebSocket error message).
 
-Stateless use: ``TraceAction(trace=..., problem_id=ID)`` scores against problem ``ID`` without a ``reset`` (for
-OpenEnv's HTTP ``POST /step``, where every request gets a fresh environment). ``reset`` also takes
+Stateless use (OpenEnv's HTTP ``POST /reset`` and ``POST /step``, where every request gets a fresh environment):
+pass the reset's ``ticket`` in the action, ``TraceAction(trace=..., ticket=...)``. ``reset`` also takes
 ``problem_id=`` (that problem), ``index=`` (the i-th, modulo the set) or ``seed=`` (a seeded draw); with none
 of them, successive resets walk the problem set round robin (shared by all sessions).
 
@@ -43,12 +56,15 @@ Needs OpenEnv (``openenv-core``; see ``docs/integrations.md`` for the lean insta
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
+import logging
 import random
+import secrets
 import threading
+import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -65,13 +81,14 @@ from calver.verifier import SLOTS, PreparedProblem, Problem, prepare, score
 
 PART_NAMES: tuple[str, ...] = tuple(s.lower() for s in SLOTS)  # graph, query, strategy, derivation, result, answer
 REWARD_VARIANTS = ("fraction", "strict")
-MAX_TRACE_CHARS = 200_000
+# A policy's contract trace is a few KB; a 32,000-character trace scores in tens of milliseconds, the 128 KB
+# adjacency matrices the 2026-12-03 audit used to slow other clients take ~0.25 s (scoring is thread-safe and
+# runs in each session's thread, no global lock: the GIL shares the CPU between clients).
+MAX_TRACE_CHARS = 32_000
+EPISODE_TTL_S = 1800.0  # an unscored episode's ticket expires after this (a rollout's generation fits in it)
+MAX_OPEN_EPISODES = 100_000  # open tickets kept (the oldest is dropped first)
 ENV_NAME = "calver"
-
-# The verifier's memos (per-problem slot memos, the shared byte budget) are plain dicts, written without
-# locks; OpenEnv runs each session's step in its own thread. Scoring is CPU-bound Python under the GIL, so
-# one lock around it costs no throughput and keeps the memos consistent.
-_SCORE_LOCK = threading.Lock()
+LOG = logging.getLogger("calver.serve_env")
 
 
 # ---- wire types ---------------------------------------------------------------------------------------------
@@ -81,20 +98,23 @@ class TraceAction(Action):
     trace: Any = Field(default=None, json_schema_extra={"type": ["string", "array"]},
                        description="the trace text; a chat completion (a list of messages, whose assistant "
                        "contents are joined) is accepted too")
-    problem_id: str | None = Field(default=None, description="score against this problem instead of the one reset() "
-                                   "drew (stateless use, e.g. HTTP POST /step)")
+    ticket: str | None = Field(default=None, max_length=64,
+                               description="the one-use ticket reset() returned: for stateless use (HTTP POST "
+                               "/step, a fresh environment per request); a WebSocket session needs none")
 
 
 class CalverObservation(Observation):
-    """What the policy sees at reset (the prompt) and what the verifier says at the step (bits and reasons)."""
+    """What the policy sees at reset (the prompt) and what the verifier says at the step (bits and failed slots)."""
 
     problem_id: str = Field(default="", description="the problem's id")
     task: str = Field(default="", description="the problem's task family")
     prompt: list[dict[str, str]] = Field(default_factory=list, description="reset: chat messages [system, user]")
     problem: dict[str, Any] = Field(default_factory=dict, description="reset: the firewall-stripped problem (JSON)")
+    ticket: str = Field(default="", description="reset: the episode's one-use ticket (one scored step)")
     bits: dict[str, int] = Field(default_factory=dict, description="step: the six verifier bits by part name")
     total: int = Field(default=0, description="step: S, the number of bits that pass (0..6)")
-    reasons: dict[str, str] = Field(default_factory=dict, description="step: slot -> why its bit failed")
+    failed: list[str] = Field(default_factory=list, description="step: the parts whose bit is 0 (no reasons: they "
+                              "would reveal hidden answers)")
     unscorable: bool = Field(default=False, description="step: the action could not be scored (see error)")
     error: str = Field(default="", description="step: why the action is unscorable")
 
@@ -180,9 +200,11 @@ def serve_problem(problem: Problem, *, allow_ungrounded: bool = False) -> Served
 
 
 class ProblemSet:
-    """The problems an environment server draws from (shared, read-only, by every session)."""
+    """The problems an environment server draws from (shared, read-only, by every session), and the ledger of
+    open episodes: each reset's one-use ticket, which one step may claim (:meth:`open_episode`, :meth:`claim`)."""
 
-    def __init__(self, problems: Iterable[Problem], *, allow_ungrounded: bool = False) -> None:
+    def __init__(self, problems: Iterable[Problem], *, allow_ungrounded: bool = False,
+                 episode_ttl_s: float = EPISODE_TTL_S, max_open: int = MAX_OPEN_EPISODES) -> None:
         self.items: list[ServedProblem] = [serve_problem(p, allow_ungrounded=allow_ungrounded) for p in problems]
         if not self.items:
             raise ValueError("no problems to serve")
@@ -193,6 +215,30 @@ class ProblemSet:
             self.by_id[it.id] = it
         self._cursor = itertools.count()
         self._lock = threading.Lock()
+        self.episode_ttl_s = float(episode_ttl_s)
+        self.max_open = int(max_open)
+        self._open: OrderedDict[str, tuple[ServedProblem, float]] = OrderedDict()  # ticket -> (problem, opened)
+
+    def open_episode(self, sp: ServedProblem) -> str:
+        """A fresh one-use ticket for an episode on ``sp`` (unguessable; the oldest open one is dropped past
+        ``max_open``)."""
+        ticket = secrets.token_urlsafe(18)
+        with self._lock:
+            self._open[ticket] = (sp, time.monotonic())
+            while len(self._open) > self.max_open:
+                self._open.popitem(last=False)
+        return ticket
+
+    def claim(self, ticket: str) -> ServedProblem | str:
+        """The episode's problem, once: the ticket is spent. Why not (a str) for an unknown, used or expired one."""
+        with self._lock:
+            hit = self._open.pop(ticket, None)
+        if hit is None:
+            return "no open episode for this ticket (unknown, already scored, or expired): call reset()"
+        sp, opened = hit
+        if time.monotonic() - opened > self.episode_ttl_s:
+            return f"the episode expired ({self.episode_ttl_s:.0f} s after reset): call reset()"
+        return sp
 
     @classmethod
     def from_file(cls, path: str | Path, *, allow_ungrounded: bool = False) -> "ProblemSet":
@@ -226,19 +272,38 @@ class ProblemSet:
     def pick(self, *, problem_id: str | None = None, index: int | None = None, seed: int | None = None
              ) -> ServedProblem:
         """The named problem, the ``index``-th (modulo the set), a ``seed``-ed draw, or the next one round robin.
-        Raises ``ValueError`` for an unknown id."""
+        Raises ``ValueError`` (with a message for the client) for an unknown id or an argument of the wrong type."""
+        check_pick_args(problem_id=problem_id, index=index, seed=seed)
         if problem_id is not None:
-            hit = self.by_id.get(str(problem_id))
+            hit = self.by_id.get(problem_id)
             if hit is None:
-                raise ValueError(f"unknown problem_id {problem_id!r} ({len(self)} problems served)")
+                raise ValueError(f"unknown problem_id {problem_id[:80]!r} ({len(self)} problems served)")
             return hit
         if index is not None:
-            return self.items[int(index) % len(self.items)]
+            return self.items[index % len(self.items)]
         if seed is not None:
-            return self.items[random.Random(f"calver-env/{int(seed)}").randrange(len(self.items))]
+            return self.items[random.Random(f"calver-env/{seed}").randrange(len(self.items))]
         with self._lock:
             i = next(self._cursor)
         return self.items[i % len(self.items)]
+
+
+MAX_PROBLEM_ID_CHARS = 256
+MAX_SEED = 2**63 - 1
+
+
+def check_pick_args(*, problem_id: Any = None, index: Any = None, seed: Any = None) -> None:
+    """ValueError naming the first bad ``reset`` argument: ``problem_id`` a string (at most 256 characters),
+    ``index`` and ``seed`` integers (not booleans; ``seed`` in [0, 2^63))."""
+    if problem_id is not None and (not isinstance(problem_id, str) or len(problem_id) > MAX_PROBLEM_ID_CHARS):
+        raise ValueError(f"problem_id must be a string of at most {MAX_PROBLEM_ID_CHARS} characters")
+    for name, value in (("index", index), ("seed", seed)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{name} must be an integer, got {type(value).__name__}")
+    if index is not None and abs(index) > MAX_SEED:
+        raise ValueError("index is out of range")
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed must be in [0, {MAX_SEED}]")
 
 
 # ---- the environment ----------------------------------------------------------------------------------------
@@ -266,21 +331,22 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
         super().__init__(rubric=VerifierRubric(reward))
         self.problems = problems
         self.max_trace_chars = int(max_trace_chars)
-        self._problem: ServedProblem | None = None
+        self._ticket: str | None = None  # this session's open episode
         self._state = CalverState()
 
     # -- OpenEnv API --
     def reset(self, seed: int | None = None, episode_id: str | None = None, problem_id: str | None = None,
               index: int | None = None, **kwargs: Any) -> CalverObservation:
         """Start an episode on one problem (see :meth:`ProblemSet.pick`); extra keyword arguments (e.g. a
-        dataset row's other columns) are ignored."""
+        dataset row's other columns) are ignored. A previous unscored episode of this session stays claimable
+        by its ticket until it expires."""
         self._reset_rubric()
         sp = self.problems.pick(problem_id=problem_id, index=index, seed=seed)
-        self._problem = sp
-        self._state = CalverState(episode_id=episode_id or uuid.uuid4().hex, step_count=0, problem_id=sp.id,
-                                  task=sp.task, done=False)
+        self._ticket = self.problems.open_episode(sp)
+        self._state = CalverState(episode_id=str(episode_id)[:255] if episode_id else uuid.uuid4().hex, step_count=0,
+                                  problem_id=sp.id, task=sp.task, done=False)
         return CalverObservation(problem_id=sp.id, task=sp.task, prompt=[dict(m) for m in sp.prompt],
-                                 problem=json.loads(sp.view), done=False, reward=None)
+                                 problem=json.loads(sp.view), ticket=self._ticket, done=False, reward=None)
 
     def step(self, action: TraceAction, timeout_s: float | None = None, **kwargs: Any) -> CalverObservation:
         """Score the trace; the episode ends (``done=True``). Never raises (see the module doc)."""
@@ -288,7 +354,8 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
         try:
             return self._step(action)
         except Exception as e:  # noqa: BLE001 - an action must never fail the session
-            return self._unscorable(f"environment error: {type(e).__name__}: {e}", self._problem)
+            LOG.warning("step failed: %s: %s", type(e).__name__, e)
+            return self._unscorable(f"environment error: {type(e).__name__}", None)
 
     @property
     def state(self) -> CalverState:
@@ -303,17 +370,18 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
 
     # -- internals --
     def _step(self, action: TraceAction) -> CalverObservation:
-        named = getattr(action, "problem_id", None)
-        if named is not None:  # a self-contained single-step episode on the named problem
-            sp = self.problems.by_id.get(str(named))
-            if sp is None:
-                return self._unscorable(f"unknown problem_id {named!r}", None, problem_id=str(named))
-        else:
-            sp = self._problem
-            if sp is None:
-                return self._unscorable("no problem: call reset() first (or name problem_id in the action)", None)
-            if self._state.done:
-                return self._unscorable("the episode is over (one step per episode): call reset()", sp)
+        ticket = getattr(action, "ticket", None)
+        if ticket is None:
+            if self._ticket is None:
+                if self._state.done:
+                    return self._unscorable("the episode is over (one scored step per episode): call reset()", None)
+                return self._unscorable("no episode: call reset() first (or pass its ticket in the action)", None)
+            ticket, self._ticket = self._ticket, None
+        elif ticket == self._ticket:
+            self._ticket = None
+        sp = self.problems.claim(str(ticket))
+        if isinstance(sp, str):
+            return self._unscorable(sp, None)
         self._state.done = True
         text, why = _trace_text(getattr(action, "trace", None))
         if text is None:
@@ -321,22 +389,25 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
         if len(text) > self.max_trace_chars:
             return self._unscorable(f"trace is {len(text)} characters, over the limit of {self.max_trace_chars}", sp)
         try:
-            with _SCORE_LOCK:
-                ts = score(text, sp.prepared)
+            ts = score(text, sp.prepared)  # thread-safe: sessions score in their own threads, no global lock
         except Exception as e:  # noqa: BLE001 - a scorer bug: this action is unscorable, the server goes on
-            return self._unscorable(f"scorer error: {type(e).__name__}: {e}"[:300], sp)
-        obs = CalverObservation(problem_id=sp.id, task=sp.task, bits=dict(zip(PART_NAMES, map(int, ts.bits))),
-                                total=int(ts.total), reasons={str(k): str(v) for k, v in ts.reasons.items()},
-                                done=True)
+            LOG.warning("scorer error on %s: %s: %s", sp.id, type(e).__name__, e)
+            return self._unscorable("scorer error", sp)
+        bits = dict(zip(PART_NAMES, map(int, ts.bits)))
+        if LOG.isEnabledFor(logging.INFO):  # the reasons stay here: they name hidden answers
+            LOG.info("episode %s problem %s bits %s reasons %s", self._state.episode_id, sp.id, ts.bits,
+                     json.dumps(ts.reasons, ensure_ascii=False))
+        obs = CalverObservation(problem_id=sp.id, task=sp.task, bits=bits, total=int(ts.total),
+                                failed=[k for k, b in bits.items() if not b], done=True)
         obs.reward = float(self._apply_rubric(action, obs))
         return obs
 
-    def _unscorable(self, why: str, sp: ServedProblem | None, problem_id: str = "") -> CalverObservation:
+    def _unscorable(self, why: str, sp: ServedProblem | None) -> CalverObservation:
         self._reset_rubric()
         self._state.done = True
-        return CalverObservation(problem_id=sp.id if sp else problem_id, task=sp.task if sp else "",
-                                 bits=dict.fromkeys(PART_NAMES, 0), total=0, unscorable=True, error=why[:500],
-                                 done=True, reward=None)
+        return CalverObservation(problem_id=sp.id if sp else "", task=sp.task if sp else "",
+                                 bits=dict.fromkeys(PART_NAMES, 0), total=0, failed=list(PART_NAMES), unscorable=True,
+                                 error=why[:500], done=True, reward=None)
 
 
 # ---- the client ---------------------------------------------------------------------------------------------
@@ -355,28 +426,6 @@ class CalverEnvClient(EnvClient[TraceAction, CalverObservation, CalverState]):
         return CalverState(**payload)
 
 
-# ---- the server ---------------------------------------------------------------------------------------------
-def build_app(problems: ProblemSet, *, reward: str = "fraction", max_sessions: int = 64,
-              max_trace_chars: int = MAX_TRACE_CHARS):
-    """The FastAPI app of OpenEnv's server (``create_app``) for this environment: ``/ws`` sessions (what
-    ``EnvClient`` uses), stateless ``/reset`` and ``/step``, ``/state``, ``/schema``, ``/metadata``, ``/health``."""
-    from openenv.core.env_server.http_server import create_app
-
-    if reward not in REWARD_VARIANTS:
-        raise ValueError(f"reward variant must be one of {REWARD_VARIANTS}, got {reward!r}")
-    factory = functools.partial(CalverEnvironment, problems, reward=reward, max_trace_chars=max_trace_chars)
-    return create_app(factory, TraceAction, CalverObservation, env_name=ENV_NAME, max_concurrent_envs=max_sessions)
-
-
-def serve(problems: ProblemSet, *, host: str = "127.0.0.1", port: int = 8008, reward: str = "fraction",
-          max_sessions: int = 64, max_trace_chars: int = MAX_TRACE_CHARS, log_level: str = "warning") -> None:
-    """Run the server (blocking) with uvicorn, as OpenEnv's environment servers run."""
-    import uvicorn
-
-    app = build_app(problems, reward=reward, max_sessions=max_sessions, max_trace_chars=max_trace_chars)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
-
-
 # ---- a TRL environment_factory adapter -----------------------------------------------------------------------
 class TRLVerifierEnv:
     """An environment for TRL's ``GRPOTrainer(environment_factory=...)`` backed by a ``calver serve-env`` server.
@@ -386,41 +435,54 @@ class TRLVerifierEnv:
     GRPO dataset's column) to score against that problem; without a dataset it takes the server's next problem and
     returns its prompt text, which TRL appends to the (empty) user turn. ``environment_factory`` is experimental
     in TRL and needs a chat template that can call tools. Each instance holds one WebSocket session: start the
-    server with ``--max_sessions`` at least the number of rollouts TRL runs at once."""
+    server with ``--max_sessions`` at least the number of rollouts TRL runs at once.
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8008") -> None:
+    The reward is the *first* submission's: the server scores one step per episode, and the tool's answer is the
+    bits and the names of the failed slots, never the verifier's reasons, so resubmitting cannot turn the verifier
+    into an answer key. Calls past ``max_calls`` per episode get a refusal without a server round trip (set TRL's
+    ``max_tool_calling_iterations`` too, so a rollout stops calling)."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8008", max_calls: int = 2) -> None:
         self._client = CalverEnvClient(base_url=base_url).sync()
+        self.max_calls = int(max_calls)
         self._reward: float | None = 0.0
-        self._problem_id: str | None = None
+        self._submitted = False
+        self._calls = 0
 
     def reset(self, **row: Any) -> str | None:
         self._reward = 0.0  # a rollout that never submits a trace earns what a garbage trace earns
+        self._submitted, self._calls = False, 0
         pid = row.get("id")
         result = self._client.reset(**({"problem_id": str(pid)} if pid else {}))
-        self._problem_id = result.observation.problem_id
         if pid:  # the row's own prompt is the problem's: nothing to add
             return None
         # no dataset row: TRL appends this to an empty user turn, so it carries the contract instructions too
         return "\n\n".join(m["content"] for m in result.observation.prompt)
 
     def submit_trace(self, trace: str) -> str:
-        """Submit the final six-slot contract trace for verification.
+        """Submit the final six-slot contract trace for verification (once: only the first submission counts).
 
         Args:
             trace: The complete trace (GRAPH, QUERY, STRATEGY, DERIVATION, RESULT and ANSWER slots).
 
         Returns:
-            The verifier's verdict: the bits that passed and why the others failed.
+            The verifier's verdict: which of the six slots passed.
         """
-        result = self._client.step(TraceAction(trace=trace, problem_id=self._problem_id))
+        self._calls += 1
+        if self._submitted:
+            if self._calls > self.max_calls:
+                return "refused: too many calls in this episode"
+            return "already submitted: only the first submission of an episode is scored"
+        self._submitted = True
+        result = self._client.step(TraceAction(trace=trace))
         obs = result.observation
         self._reward = result.reward
         if obs.unscorable:
             return f"unscorable: {obs.error}"
-        return json.dumps({"bits": obs.bits, "reasons": obs.reasons})
+        return json.dumps({"bits": obs.bits, "failed": obs.failed})
 
     def get_reward(self) -> float | None:
-        """The last submission's reward (the last one counts); 0.0 without one; None when it was unscorable."""
+        """The first submission's reward; 0.0 without one; None when it was unscorable."""
         return self._reward
 
     def _close(self) -> None:
