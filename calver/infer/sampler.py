@@ -279,6 +279,10 @@ class VLLMSampler(Sampler):
             cpu_engine_env()
         from vllm import LLM
 
+        from calver.infer.child_reaper import reap_descendants_on_exit
+
+        reap_descendants_on_exit()  # vLLM's engine process must not outlive us (kill -9 included)
+
         kwargs: dict[str, Any] = dict(
             model=self.model_path,
             dtype=dtype or ("auto" if on_gpu else "float32"),
