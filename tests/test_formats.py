@@ -59,3 +59,21 @@ def test_each_format_module_reads_back_what_it_renders(fmt):
         nodes, d, b, _ = mod.parse(render(ADMG))
         assert set(nodes) == set(ADMG.nodes) and set(d) == ADMG.directed
         assert {frozenset(e) for e in b} == {frozenset(e) for e in ADMG.bidirected}
+
+
+# ---- edge spellings the arrow format does not read are refused, not made into nodes (audit 2026-12-03, L5) ----
+@pytest.mark.parametrize("text", ["A o-o B", "A o-> B", "A <-o B", "A <-> B [bidirected]", "A <-> B (bidirected)",
+                                  "X -> A, A confounded with B", "X -> A, A and B share a hidden cause",
+                                  "A -> B [latent]"])
+def test_unread_edge_spellings_are_parse_errors(text):
+    from calver.verifier.parsers import ParseError, parse_graph
+
+    with pytest.raises(ParseError):
+        parse_graph(text)
+
+
+def test_names_that_look_like_those_spellings_still_read_when_quoted():
+    from calver.verifier.parsers import parse_graph
+
+    g = parse_graph('"o-o" -> B, "A (bidirected)" -> B, "confounded with" -> B')
+    assert set(g.nodes) == {"o-o", "A (bidirected)", "confounded with", "B"}

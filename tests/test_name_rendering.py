@@ -84,3 +84,11 @@ def test_an_empty_set_word_that_names_a_node_is_not_the_empty_set(word):
     assert grade(p, "{}") and grade(p, "set()")
     assert not grade(p, '{"' + word + '"}')  # quoted: the node, and the collider is invalid
     assert format_set([word]) == '{"' + word + '"}'
+
+
+def test_the_audit_names_battery_finds_no_wrong_six_and_no_false_reject():
+    import names_battery
+
+    counts = names_battery.run(8, seed=1)
+    assert counts["traces"] > 500 and counts["right"] > 0
+    assert counts["wrong_six"] == 0 and counts["right_below_six"] == 0, counts

@@ -290,8 +290,11 @@ def test_json_renders_are_plain_json():
 
 @pytest.mark.parametrize("names, text", [
     (["A", "B", "C"], "A, B, C"),  # plain names stay bare: prompts and SFT traces do not change
-    (["nodes", "x"], '"nodes", x'),  # a prose word is quoted, or "nodes x" would read as a declaration
-    (["X", "causes", "Y"], 'X, "causes", Y'),
+    # a prose word is quoted, or "nodes x" would read as a declaration; then every name is, since a list that
+    # mixes quoted and bare names reads as prose ('"', Kind, '"with nodes"é' came back as one node)
+    (["nodes", "x"], '"nodes", "x"'),
+    (["X", "causes", "Y"], '"X", "causes", "Y"'),
+    (['"', "Kind", '"with nodes"é'], """'"', "Kind", '"with nodes"é'"""),
     (['"nodes\\0'], "'\"nodes\\0'"),  # only quoted names: a node list, never prose
 ])
 def test_edgeless_graphs_read_back_under_auto_detection(names, text):

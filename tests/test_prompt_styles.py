@@ -141,7 +141,7 @@ def test_cli_bad_prompt_exits_2_and_help_lists_it(tmp_path, problems_file, capsy
     for bad in ("few_shot:0", "few_shot:x", "chat"):
         assert main([*base, "--prompt", bad]) == 2
         err = capsys.readouterr().err
-        assert "'prompt'" in err and "zero_shot | few_shot:N (N >= 1) | completion" in err
+        assert "'prompt'" in err and "zero_shot | few_shot:N (1 <= N <= 64) | completion" in err
     assert not (tmp_path / "p").exists()
     with pytest.raises(SystemExit) as e:
         main(["sample", "--help"])

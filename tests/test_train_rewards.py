@@ -107,8 +107,10 @@ def test_problem_cache_and_hand_made_problem():
     trace = get_family("backdoor_set").canonical_trace(p, frozenset({"Z"}))
     r = VerifierReward()
     pj = _pj(p)
+    from calver.train.reward_worker_process import PROBLEM_CACHE
+
     assert r(None, [trace, trace], problem_json=[pj, pj]) == [1.0, 1.0]
-    assert len(r._problems) == 1
+    assert (pj, "problem_json", False) in PROBLEM_CACHE  # cached once, in the verifier's byte budget
     assert r.stats()["bit_pass_rates"]["answer"] == 1.0
 
 
@@ -224,16 +226,15 @@ def test_module_level_rewards_resolve_like_trl_and_score(problems, traces):
     assert [sum(col) / 6 for col in zip(*per_bit)] == pytest.approx(got["verifier_reward"])
 
 
-def test_module_level_reward_pickles_without_its_cache(problems, traces):
+def test_module_level_reward_pickles_without_its_pool(problems, traces):
     import pickle
 
     from calver.train.rewards import verifier_reward
 
     pj = _pj(problems[1])
     assert verifier_reward(None, [traces[1]], problem_json=[pj]) == [1.0]
-    assert verifier_reward._problems
     copy = pickle.loads(pickle.dumps(verifier_reward))
-    assert copy._problems == {} and copy._pool is None and copy.__name__ == "verifier_reward"
+    assert copy._pool is None and copy.__name__ == "verifier_reward"
     assert copy(None, [traces[1], "x"], problem_json=[pj, pj]) == verifier_reward(None, [traces[1], "x"],
                                                                                  problem_json=[pj, pj])
 
@@ -286,3 +287,49 @@ def test_rewards_module_is_torch_free():
     code = "import sys, calver.train.rewards, calver.train.reward_workers; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_the_problem_cache_stays_inside_the_memo_budget():
+    """Audit L3: the reward's problem cache held up to 50,000 prepared problems outside the 64 MB budget."""
+    from calver.train.common import generate_problems, problem_json
+    from calver.train.reward_worker_process import PROBLEM_CACHE
+    from calver.verifier import memo
+
+    before = memo.usage()[1]
+    memo.set_budget(300_000)
+    try:
+        r = VerifierReward()
+        for p in generate_problems(["backdoor_set", "mediator"], 200, seed=9, n_nodes=(6, 8)):
+            r(None, ["x"], problem_json=[problem_json(p)])
+            charged, budget = memo.usage()
+            assert charged <= budget
+        assert 0 < len(PROBLEM_CACHE) < 400  # dropped with the other memos, refilled on demand
+    finally:
+        memo.set_budget(before)
+
+
+# ---- the 2026-12-03 audit's odd shapes (L3) ------------------------------------------------------------------
+class _RaisingLen(str):
+    def __len__(self):
+        raise RuntimeError("len")
+
+
+@pytest.mark.parametrize("completion,want", [
+    ([{"role": "assistant", "content": ["plain", "strings"]}], None),  # content blocks that are no dicts
+    ([{"role": None, "content": "GRAPH: A -> B"}], None),  # a role that is no string
+    ([{"role": "user", "content": "hi"}], None),  # no assistant message at all
+    ([{"role": "assistant", "content": ""}], 0.0),  # an empty answer is an answer: scored, 0/6
+])
+def test_unreadable_conversational_shapes_are_none_not_zero(completion, want):
+    assert VerifierReward()(None, [completion], problem_json=[GOOD_PJ]) == [want]
+
+
+def test_a_str_subclass_and_a_generator_column_neither_raise_nor_vanish():
+    odd = _RaisingLen(GOOD_TRACE)
+    assert VerifierReward()(None, [odd], problem_json=[GOOD_PJ]) == [1.0]
+    pooled = VerifierReward(budget_s=5.0, workers=1)
+    try:
+        assert pooled(None, [odd], problem_json=[GOOD_PJ]) == [1.0]
+        assert pooled(None, (c for c in [GOOD_TRACE]), problem_json=(p for p in [GOOD_PJ])) == [1.0]
+    finally:
+        pooled.close()

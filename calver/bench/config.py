@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from calver.config import ConfigError, cfg_field, check_types
+from calver.infer.sample_config import MAX_K
 
 KK_SOURCES = ("auto", "calver", "reasoning_gym")
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -84,6 +85,8 @@ class BenchConfig:
         for name in ("k", "max_tokens", "batch_units", "num_shards", "draws"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"field {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.k > MAX_K:
+            raise ConfigError(f"field 'k' must be at most {MAX_K}, got {self.k}")
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"field 'limit' must be >= 1, got {self.limit}")
         if not 0 <= self.shard < self.num_shards:

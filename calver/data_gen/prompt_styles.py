@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 # the string f"calver-gen/{task}/{seed}/{idx}", so this seed shares no rng with any of them.
 FEW_SHOT_SEED = 1_000_003
 STYLES = ("zero_shot", "few_shot", "completion")
-ALLOWED_FORMS = "zero_shot | few_shot:N (N >= 1) | completion"
+MAX_SHOTS = 64  # examples in one prompt: far past any context window, so a typo cannot build 10^30 of them
+ALLOWED_FORMS = f"zero_shot | few_shot:N (1 <= N <= {MAX_SHOTS}) | completion"
 COMPLETION_FORMAT = "{instructions}\n\n### Problem\n{problem}\n\n### Response\n{label}:"
 _FEW_SHOT = re.compile(r"few_shot:(\d+)")
 
@@ -76,8 +77,8 @@ def parse_prompt_style(spec: str) -> PromptStyle:
         raise ConfigError(f"prompt style must be {ALLOWED_FORMS}, got {spec!r}")
     m = _FEW_SHOT.fullmatch(spec)
     if m:
-        if int(m.group(1)) < 1:
-            raise ConfigError(f"prompt style {spec!r}: few_shot needs N >= 1 ({ALLOWED_FORMS})")
+        if not 1 <= int(m.group(1)) <= MAX_SHOTS:
+            raise ConfigError(f"prompt style {spec[:40]!r}: few_shot needs 1 <= N <= {MAX_SHOTS} ({ALLOWED_FORMS})")
         return PromptStyle("few_shot", int(m.group(1)))
     if spec in ("zero_shot", "completion"):
         return PromptStyle(spec)  # type: ignore[arg-type]

