@@ -22,8 +22,10 @@ AUDIT_NAMES = ["ANSWER: yes", "RESULT", "Strategy - x", "QUERY:", "GRAPH", "a ->
                "DERIVATION: backdoor_check()", "CONSTRAINTS", "->", "<-", "#", "`z`", "**b**", " lead",
                "tab\tname", "Aì", "\u200dzwj", "ｘ", "Ａ", "empty", "nothing", "set()", "N/A", "X", "Y|Z", "a,b",
                "(a)", "a)", "{a}", "null", "the empty set", "no nodes", "frozenset()", "[]", "{∅}", "a\\", '\\"']
-HOSTILE = st.sampled_from(AUDIT_NAMES + [",", ";", ".", "=", "{", "}", "(", ")", "'", '"', "“x”", "and or",
-                                         "set", "empty set", "Y", "Z", "a b", "a  b", "ANSWER:", "\\"])
+SPELLINGS = ["o-o", "o->", "confounded with", "_", "x_", "(bidirected)"]  # read as edge syntax unless quoted
+HOSTILE = st.sampled_from(AUDIT_NAMES + SPELLINGS + [",", ";", ".", "=", "{", "}", "(", ")", "'", '"', "“x”",
+                                                     "and or", "set", "empty set", "Y", "Z", "a b", "a  b", "ANSWER:",
+                                                     "\\"])
 NAMES = st.one_of(HOSTILE, st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x0b\x0c"
                                                  "\x1c\x1d\x1e\x85\u2028\u2029"), min_size=1, max_size=12))
 

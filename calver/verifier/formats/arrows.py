@@ -180,7 +180,7 @@ def render_name(n: str) -> str:
     no leading digit), else quoted."""
     # a leading or trailing '_' reads as markdown emphasis where a trace's slot is split: quoted too
     bare = bool(_BARE.fullmatch(n)) and not n[0].isdigit() and "and" not in n.lower().split() \
-        and n[0] != "_" and n[-1] != "_"
+        and n[0] != "_" and n[-1] != "_" and not _CIRCLE_MARK.search(n) and not _PROSE_EDGE.search(n)
     return quote_name(n, bare, ('""', "''", "“”"))
 
 
