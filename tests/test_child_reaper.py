@@ -47,6 +47,17 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _survivors(pids, wait_s: float) -> list[int]:
+    """The ``pids`` still alive after up to ``wait_s`` seconds (killed here, so a failure leaves none)."""
+    deadline = time.monotonic() + wait_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if _alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    return left
+
+
 @pytest.mark.parametrize("late", [False, True])
 def test_sigkill_of_the_parent_leaves_no_child(tmp_path, late):
     script = tmp_path / "parent.py"
@@ -65,12 +76,7 @@ def test_sigkill_of_the_parent_leaves_no_child(tmp_path, late):
     assert all(_alive(p) for p in kids)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in kids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [p for p in kids if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    left = _survivors(kids, 10)
     assert not left, f"orphans left: {left}"
 
 
@@ -134,10 +140,5 @@ def test_a_killed_vllm_sampler_leaves_no_engine(tmp_path, tiny_model_dir):
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    deadline = time.monotonic() + 15
-    while any(_alive(p) for p in kids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = [p for p in kids if _alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
+    left = _survivors(kids, 15)
     assert not left, f"orphans left: {[names.get(p) for p in left]}"
