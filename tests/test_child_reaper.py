@@ -76,7 +76,7 @@ def test_sigkill_of_the_parent_leaves_no_child(tmp_path, late):
     assert all(_alive(p) for p in kids)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    left = _survivors(kids, 10)
+    left = _survivors(kids, 30)  # seconds: generous on a loaded machine; quiet, it takes a fraction of one
     assert not left, f"orphans left: {left}"
 
 

@@ -50,6 +50,8 @@ def table():
                 fields = fh.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
+        if fields[0] == b"Z":  # a zombie: dead already, and its pid would look alive
+            continue
         out[int(name)] = (int(fields[1]), int(fields[2]), int(fields[19]))  # ppid, process group, start time
     return out
 
@@ -77,10 +79,10 @@ while True:
 # The parent is gone; its orphans were re-parented to init or a subreaper. Besides the recorded
 # descendants, take the ones started in the last interval: the same process group, started after the
 # parent, and now children of that reaper (the one the recorded survivors went to, else pid 1).
-for _ in range(3):
+for _ in range(20):  # until none is left (the recorded ones, then what they started meanwhile)
     tab = table()
     alive = [p for p, st in known.items() if p in tab and tab[p][2] == st]
-    reapers = {tab[p][0] for p in alive} or {1}
+    reapers = {1} | {tab[p][0] for p in alive}  # init, or the subreaper the recorded ones went to
     late = [p for p, (ppid, pg, st) in tab.items()
             if p != me and pg == group and st >= born and ppid in reapers and p not in known]
     targets = set(alive) | set(late)
