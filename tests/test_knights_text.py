@@ -23,7 +23,8 @@ from calver.infer.selectors.symbolic import CalverSelector
 from calver.verifier import Problem, ProblemError, grade, score, select
 from calver.verifier.logic import ROLE_PAIRS, to_text
 from calver.verifier.registry import get_family
-from calver.verifier.tasks.knights_text import PuzzleTextError, read_statements, text_reads_back
+from calver.verifier.tasks.knights import text_reads_back
+from calver.verifier.tasks.knights_text import PuzzleTextError, read_statements
 
 KK = get_family("knights_knaves")
 view = kk_battery.candidate_local_view

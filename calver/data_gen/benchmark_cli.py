@@ -188,7 +188,7 @@ def kk_rows(cfg: KkDataConfig) -> tuple[list[Problem], dict[str, Any]]:
         problems = [generate_kk(k, i, cfg.seed) for k in sizes for i in range(cfg.n)]
         summary["source"] = "calver.data_gen.knights"
     if cfg.verification != "grounded":
-        from calver.verifier.tasks.knights_text import text_reads_back
+        from calver.verifier.tasks.knights import text_reads_back
 
         kept = [p for p in problems if not text_reads_back(p)]
         summary["text_unreadable"] = len(problems) - len(kept)

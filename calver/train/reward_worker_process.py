@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from calver.verifier import SLOTS, PreparedProblem, Problem, ProblemError, prepare
 from calver.verifier.memo import Memo
+from calver.verifier.prepared import problem_cost
 
 ScoreFn = Callable[[str, PreparedProblem], Any]
 Outcome = tuple[list[int] | None, str]  # (the six bits, "") or (None, why it is unscorable)
@@ -102,15 +103,9 @@ def score_row(scorer: ScoreFn, text: str, problem: PreparedProblem) -> Outcome:
 PROBLEM_CACHE = Memo("reward problem")  # (JSON, column, allow_ungrounded) -> prepared problem or why not
 
 
-def problem_cost(key: str, prob: PreparedProblem | str) -> int:
-    """Bytes a cached problem is charged to the verifier's memo budget: its JSON text held as the key, plus
-    the prepared copy (graph, text), as :mod:`calver.verifier.prepared` charges it."""
-    base = 1024 + 2 * len(key)
-    if isinstance(prob, str):
-        return base
-    g = prob.problem.graph
-    size = 0 if g is None else len(g.nodes) + len(g.directed) + len(g.bidirected)
-    return base + 4096 + 512 * size + 8 * len(prob.problem.text or "")
+def _entry_cost(key: str, prob: PreparedProblem | str) -> int:
+    """Bytes a cached problem is charged: its JSON text held as the key, plus the prepared copy."""
+    return 1024 + 2 * len(key) + (0 if isinstance(prob, str) else problem_cost(prob.problem))
 
 
 def cached_problem(key: str, column: str, allow_ungrounded: bool) -> PreparedProblem | str:
@@ -121,7 +116,7 @@ def cached_problem(key: str, column: str, allow_ungrounded: bool) -> PreparedPro
     hit = PROBLEM_CACHE.get(ck)
     if hit is None:
         hit = load_problem(key, column, allow_ungrounded)
-        PROBLEM_CACHE.put(ck, hit, problem_cost(key, hit))
+        PROBLEM_CACHE.put(ck, hit, _entry_cost(key, hit))
     return hit
 
 

@@ -236,10 +236,6 @@ class VerifierReward:
             return key, why
         return key, cached_problem(key, self.problem_column, self.allow_ungrounded)  # raises only the deliberate stop
 
-    def _load(self, text: str) -> PreparedProblem | str:
-        """:func:`~calver.train.reward_workers.load_problem` with this reward's column name and grounding rule."""
-        return load_problem(text, self.problem_column, self.allow_ungrounded)
-
     def reward_from_bits(self, bits: Sequence[int]) -> float:
         if self.variant == "strict":
             return 1.0 if all(bits) else 0.0

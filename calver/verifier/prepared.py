@@ -130,7 +130,8 @@ def _drop_slot_memos() -> None:  # runs under memo.LOCK, as every _LIVE.add does
 on_clear(_drop_slot_memos)
 
 
-def _cost(problem: Problem) -> int:
+def problem_cost(problem: Problem) -> int:
+    """Bytes a prepared copy of ``problem`` is charged to the memo budget (its graph and text)."""
     g = problem.graph
     size = 0 if g is None else len(g.nodes) + len(g.directed) + len(g.bidirected)
     return 4096 + 512 * size + 8 * len(problem.text or "")
@@ -168,5 +169,5 @@ def prepare(problem: Problem | PreparedProblem) -> PreparedProblem:
     prepared = PreparedProblem(own, family, query, source)
     with LOCK:  # a drop iterating _LIVE in another thread must not see it change size
         _LIVE.add(prepared)
-        _PREPARED.put(id(problem), (problem, prepared), _cost(problem))
+        _PREPARED.put(id(problem), (problem, prepared), problem_cost(problem))
     return prepared

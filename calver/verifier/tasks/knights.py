@@ -22,11 +22,9 @@ source; b6 the ANSWER equals the STRATEGY assignment. Assignments may use the pu
 words (``data.roles``: truthful ↔ knight, lying ↔ knave). Grading uses the puzzle's unique
 solution, computed from ``data.statements`` (never from the trace).
 
-That is *grounded* scoring. A problem without ``data.statements`` (the firewall drops them when
-``meta["verification"] == "candidate_local"``) is scored *candidate-locally*: the statements are read
-from the puzzle text (:mod:`calver.verifier.tasks.knights_text`) and every bit is judged against them as
-above; a text the reader cannot parse fails b1, b3 and b5 with the reader's reason. Such a problem must be
-in constructed mode and cannot be graded (grading reads the formal statements of the unstripped problem).
+A problem without ``data.statements`` (``meta["verification"] == "candidate_local"``: the firewall drops
+them) is judged on the statements read from its text (:mod:`.knights_text`; unreadable text fails b1, b3
+and b5); it must be in constructed mode and is never graded (grading reads the unstripped problem).
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ from calver.verifier.logic import (
 from calver.verifier.memo import Memo
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
-from calver.verifier.tasks.knights_text import PuzzleTextError, problem_speakers, read_statements
+from calver.verifier.tasks.knights_text import PuzzleTextError, text_statements
 from calver.verifier.values import parse_bool
 
 QUESTIONS = ("roles",)
@@ -74,12 +72,6 @@ def _statement_list(speaker: str, said: Any) -> list[str]:
         return list(said)
     raise ProblemError(f"data field 'statements' ({speaker}): expected a formula string or a list of them, "
                        f"got {type(said).__name__}")
-
-
-def problem_constraints(problem: Problem) -> tuple[tuple[str, ...], list[Formula]]:
-    """The people and the constraints ``knight(S) <-> φ`` of ``data.statements``."""
-    people, by_speaker = _problem_statements(problem)
-    return people, [c for cons in by_speaker.values() for c in cons]
 
 
 def _problem_people(problem: Problem) -> tuple[str, ...]:
@@ -181,6 +173,36 @@ def attribute_constraints(formulas: list[Formula], tt: TruthTable, said: dict[st
     return PASS
 
 
+def _source_tables(people: tuple[str, ...], by_speaker: dict[str, list[Formula]]) -> dict[str, Any]:
+    """The truth tables b1-b5 are judged on: each speaker's (b1) and all constraints' models as one bitset
+    (solutions are decoded only for grading: a 20-person puzzle may have 2^20)."""
+    tt = TruthTable(people)
+    cons = [c for cs in by_speaker.values() for c in cs]
+    return {"tt": tt, "constraints": cons, "said": {s: tt.models(cs) for s, cs in by_speaker.items()},
+            "table": tt.models(cons)}
+
+
+def _cache_info(problem: Problem, info: dict[str, Any]) -> dict[str, Any]:
+    tables = 2 + len(info["said"])
+    cost = 4096 + tables * (2 ** len(info["people"]) // 8) + 256 * len(info["constraints"] or ())
+    _CACHE.put(id(problem), (problem, info), cost)
+    return info
+
+
+def text_reads_back(problem: Problem) -> str:
+    """"" when the text reads into statements equivalent, speaker by speaker, to ``data.statements``; else why."""
+    people, formal = _problem_statements(problem)
+    try:
+        read = text_statements(problem, people)
+    except PuzzleTextError as e:
+        return str(e)
+    if set(read) != set(formal):
+        return "the text's speakers differ from the statements' speakers"
+    tt = TruthTable(people)
+    bad = next((s for s in formal if tt.models(read[s]) != tt.models(formal[s])), None)
+    return "" if bad is None else f"{bad}'s statement reads back as another formula"
+
+
 @register
 class KnightsKnaves(TaskFamily):
     name = "knights_knaves"
@@ -213,16 +235,9 @@ class KnightsKnaves(TaskFamily):
         if "statements" not in problem.data:
             return self._local_info(problem)
         people, by_speaker = _problem_statements(problem)
-        roles = problem_roles(problem, people)
-        cons = [c for cs in by_speaker.values() for c in cs]
-        tt = TruthTable(people)
-        said = {s: tt.models(cs) for s, cs in by_speaker.items()}  # per-speaker source tables (b1)
-        # the models as one bitset; solutions are decoded only for grading (a 20-person puzzle may have 2^20)
-        info = {"people": people, "constraints": cons, "tt": tt, "said": said, "roles": roles,
-                "table": tt.models(cons), "grounded": True}
-        tables = 2 + len(said)
-        _CACHE.put(id(problem), (problem, info), 4096 + tables * (2 ** len(people) // 8) + 256 * len(cons))
-        return info
+        info = {"people": people, "roles": problem_roles(problem, people), "grounded": True,
+                **_source_tables(people, by_speaker)}
+        return _cache_info(problem, info)
 
     def _local_info(self, problem: Problem) -> dict[str, Any]:
         """A candidate-local problem: no formal statements, so they are read from the puzzle text; when the
@@ -231,26 +246,15 @@ class KnightsKnaves(TaskFamily):
         if problem.mode != "constructed":
             raise ProblemError("a knights_knaves problem without data field 'statements' is scored candidate-locally "
                                "and must be in mode 'constructed'")
-        roles = problem_roles(problem, people)
-        declared = problem_speakers(problem, people)
-        tt = TruthTable(people)
-        info: dict[str, Any] = {"people": people, "tt": tt, "roles": roles, "grounded": False,
-                                "constraints": None, "text_error": ""}
-        truthful, lying = problem.data.get("roles") or ("knight", "knave")
+        info: dict[str, Any] = {"people": people, "roles": problem_roles(problem, people), "grounded": False,
+                                "tt": TruthTable(people), "constraints": None, "said": {}, "text_error": ""}
         try:
-            stmts = read_statements(problem.text, people, truthful, lying)
-            if declared is not None and set(stmts) != set(declared):
-                raise PuzzleTextError("the speakers in the puzzle text differ from data field 'speakers'")
+            by_speaker = text_statements(problem, people)
         except PuzzleTextError as e:
             info["text_error"] = f"the puzzle text cannot be read: {e}"
-            _CACHE.put(id(problem), (problem, info), 4096 + 64 * len(people))
-            return info
-        by_speaker = {s: [says(s, f) for f in fs] for s, fs in stmts.items()}
-        cons = [c for cs in by_speaker.values() for c in cs]
-        said = {s: tt.models(cs) for s, cs in by_speaker.items()}
-        info.update(constraints=cons, said=said, table=tt.models(cons))
-        _CACHE.put(id(problem), (problem, info), 4096 + (2 + len(said)) * (2 ** len(people) // 8) + 256 * len(cons))
-        return info
+            return _cache_info(problem, info)
+        info.update(_source_tables(people, by_speaker))
+        return _cache_info(problem, info)
 
     def normalize_query(self, problem: Problem) -> dict[str, Any]:
         q = super().normalize_query(problem)

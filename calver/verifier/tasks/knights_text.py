@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from calver.verifier.logic import Atom, Bin, Formula, Not
+from calver.verifier.logic import Atom, Bin, Formula, Not, says
 from calver.verifier.problem import Problem, ProblemError
 
 # meta["verification"] of a K&K problem: the firewall keeps (grounded) or drops (candidate_local) its statements
@@ -215,8 +215,6 @@ def read_statement(content: str, speaker: str, people: Iterable[str], truthful: 
         who = speaker if m.group("me") else m.group("name")
         word = m.group("role") or m.group("roles")
         knight = word == truthful or word in _plurals(truthful)
-        if word == truthful and word == lying:  # pragma: no cover - role_vocabulary refuses such pairs
-            raise PuzzleTextError("the role words coincide")
         f: Formula = Atom(who, knight)
         lits.append(Not(f) if m.group("neg") else f)
         return f" \x00{len(lits) - 1}\x00 "
@@ -265,25 +263,12 @@ def read_statements(text: str | None, people: tuple[str, ...], truthful: str = "
     return out
 
 
-def text_reads_back(problem: Problem) -> str:
-    """"" when :func:`read_statements` reads ``problem.text`` into statements truth-table-equivalent, speaker by
-    speaker, to its formal ``data.statements``; else why not (a generator check before the statements are
-    hidden)."""
-    from calver.verifier.logic import TruthTable, parse_formula, says
-
-    data = problem.data
-    people = tuple(data.get("people") or ())
-    truthful, lying = data.get("roles") or ("knight", "knave")
-    try:
-        read = read_statements(problem.text, people, truthful, lying)
-    except PuzzleTextError as e:
-        return str(e)
-    stmts = data.get("statements") or {}
-    if set(read) != set(stmts):
-        return "the text's speakers differ from the statements' speakers"
-    tt = TruthTable(people)
-    for who, said in stmts.items():
-        formal = [parse_formula(s) for s in ([said] if isinstance(said, str) else said)]
-        if tt.models([says(who, f) for f in read[who]]) != tt.models([says(who, f) for f in formal]):
-            return f"{who}'s statement reads back as another formula"
-    return ""
+def text_statements(problem: Problem, people: tuple[str, ...]) -> dict[str, list[Formula]]:
+    """Each speaker's constraints ``knight(S) <-> φ`` read from the puzzle text (:mod:`.knights_text`);
+    PuzzleTextError when the text cannot be read or names other speakers than ``data.speakers``."""
+    truthful, lying = problem.data.get("roles") or ("knight", "knave")
+    stmts = read_statements(problem.text, people, truthful, lying)
+    declared = problem_speakers(problem, people)
+    if declared is not None and set(stmts) != set(declared):
+        raise PuzzleTextError("the speakers in the puzzle text differ from data field 'speakers'")
+    return {s: [says(s, f) for f in fs] for s, fs in stmts.items()}
