@@ -70,6 +70,15 @@ _HEADER = re.compile(
     re.ASCII | re.IGNORECASE | re.MULTILINE,
 )
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
+
+
+def slot_safe(name: str) -> bool:
+    """Whether a node name may stand bare at a line's start or end inside a slot: no slot header reads it
+    (``QUERY:``, ``Strategy - x``) and no decoration the splitter strips begins or ends it (``_``, ``**b**``,
+    backticks). Renderers quote the others."""
+    return not _HEADER.match(name) and name[0] not in "#*_`>~-+" and name[-1] not in "*_`~"
+
+
 _MAX_TRACE_CHARS = 1_000_000  # traces beyond this are scanned only up to it (fail-closed, fast)
 # A longer slot value is rejected: no honest slot is that long (GRAPH holds 1,000-node graphs).
 _MAX_SLOT_CHARS = {"GRAPH": 300_000}

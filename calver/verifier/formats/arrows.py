@@ -178,9 +178,11 @@ def _edgeless_name(n: str) -> str:
 def render_name(n: str) -> str:
     """``n`` as arrow text reads it back: bare when it lexes as one name (and cannot start a matrix row:
     no leading digit), else quoted."""
-    # a leading or trailing '_' reads as markdown emphasis where a trace's slot is split: quoted too
+    from calver.verifier.contract import slot_safe
+
+    # quoted too: a name the slot splitter would read as decoration (``_``), and one spelling edge syntax
     bare = bool(_BARE.fullmatch(n)) and not n[0].isdigit() and "and" not in n.lower().split() \
-        and n[0] != "_" and n[-1] != "_" and not _CIRCLE_MARK.search(n) and not _PROSE_EDGE.search(n)
+        and slot_safe(n) and not _CIRCLE_MARK.search(n) and not _PROSE_EDGE.search(n)
     return quote_name(n, bare, ('""', "''", "“”"))
 
 

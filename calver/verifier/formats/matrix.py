@@ -104,9 +104,10 @@ def parse(text: str, hint=None):
 
 
 def _cell(n: str) -> str:
-    # a row starts with its name: a bare ``QUERY:`` or markdown (``**b**``) there reads as a slot label
-    return quote_name(n, bool(_BARE_CELL.fullmatch(n)) and not _NUM.fullmatch(n) and ":" not in n
-                      and n[0] not in "`*_#>~-" and n[-1] not in "`*_~")
+    from calver.verifier.contract import slot_safe
+
+    # a row starts with its name: it must not read as a slot header or decoration where the trace is split
+    return quote_name(n, bool(_BARE_CELL.fullmatch(n)) and not _NUM.fullmatch(n) and ":" not in n and slot_safe(n))
 
 
 def render(g: CausalGraph) -> str:
