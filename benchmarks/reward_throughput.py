@@ -1,6 +1,12 @@
 """Reward throughput of ``VerifierReward`` in-process and on 1, 2 and N worker processes, one run.
 
     python benchmarks/reward_throughput.py [--completions 4096] [--group 8] [--batch 512] [--workers N]
+                                           [--callers 8] [--concurrent_rows 480] [--skip_batch]
+
+Second table (``--callers C``, default 8): how verl, OpenRLHF and TRL's async GRPO call a reward, one row
+per call from C threads at once, on one shared reward with 1, 2 and 4 workers (10 s budget): rows per
+second and the ratio to 1 worker. Its rows are cold problems of 9-12 nodes (each row prepares its own
+problem, as the first group of every prompt does), so the work per row is the verifier's, not IPC.
 
 Builds ``completions / group`` backdoor problems (``calver.data_gen``, seeded) and, per problem, a GRPO
 group of ``group`` completions: the gold trace, gold traces cut after 1-5 lines, another problem's
@@ -18,11 +24,12 @@ import argparse
 import os
 import random
 import sys
+import threading
 import time
 
 from calver.data_gen.generators import canonical_trace
+from calver.reward.workers import close_shared_pools
 from calver.train.common import generate_problems, problem_json
-from calver.train.reward_workers import close_shared_pools
 from calver.train.rewards import VerifierReward
 
 
@@ -70,6 +77,69 @@ def run(texts: list[str], pjs: list[str], warm: tuple[str, str], batch: int,
         close_shared_pools()
 
 
+def run_concurrent(texts: list[str], pjs: list[str], warm: tuple[str, str], workers: int,
+                   callers: int) -> tuple[float, list[float | None]]:
+    """Wall seconds for ``callers`` threads to score every row, one row per reward call, and the rewards."""
+    reward = VerifierReward(workers=workers, budget_s=10.0 if workers else None)
+    out: list[float | None] = [None] * len(texts)
+    todo = iter(range(len(texts)))
+    lock = threading.Lock()
+
+    def caller() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            out[i] = reward(None, [texts[i]], problem_json=[pjs[i]], log_metric=_ignore)[0]
+
+    try:
+        n = 4 * max(1, workers)
+        assert reward(None, [warm[0]] * n, problem_json=[warm[1]] * n, log_metric=_ignore) == [1.0] * n
+        threads = [threading.Thread(target=caller) for _ in range(callers)]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - t0, out
+    finally:
+        reward.close()
+        close_shared_pools()
+
+
+def concurrent_table(rows: int, callers: int, seed: int) -> int:
+    problems = generate_problems(["backdoor_set", "frontdoor_set", "separation_set"], rows + 1, seed=seed + 1,
+                                 n_nodes=(9, 12))
+    extra = problems.pop()
+    warm = (canonical_trace(extra), problem_json(extra))
+    rng = random.Random(seed)
+    texts, pjs = [], []
+    for p in problems:  # one row per problem: every row prepares a cold problem
+        gold = canonical_trace(p)
+        lines = gold.splitlines()
+        texts.append(gold if rng.random() < 0.5 else "\n".join(lines[:rng.randint(1, len(lines))]))
+        pjs.append(problem_json(p))
+    load_start = os.getloadavg()
+    results = [(w, *run_concurrent(texts, pjs, warm, w, callers)) for w in (1, 2, 4)]
+    inproc = run_concurrent(texts, pjs, warm, 0, callers)
+    load_end = os.getloadavg()
+    base = results[0][1]
+    print(f"\n{len(texts)} rows, one per call, from {callers} concurrent callers; {os.cpu_count()} CPUs; load "
+          f"average {load_start[0]:.2f} before, {load_end[0]:.2f} after")
+    print("| scoring | workers | seconds | rows/s | vs 1 worker |")
+    print("|---|---:|---:|---:|---:|")
+    for w, secs, _ in results:
+        print(f"| worker pool | {w} | {secs:.2f} | {len(texts) / secs:,.1f} | {base / secs:.2f}x |")
+    print(f"| in-process ({callers} threads, GIL) | 0 | {inproc[0]:.2f} | {len(texts) / inproc[0]:,.1f} | "
+          f"{base / inproc[0]:.2f}x |")
+    bad = [w for w, _, out in results if out != inproc[1]]
+    if bad:
+        print(f"\nrewards differ from in-process with {bad} workers")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--completions", type=int, default=4096)
@@ -77,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=512, help="completions per reward call (a generation batch)")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="N, the largest pool (default: CPUs)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--callers", type=int, default=8, help="concurrent callers of the second table (0: skip it)")
+    ap.add_argument("--concurrent_rows", type=int, default=480, help="rows of the second table")
+    ap.add_argument("--skip_batch", action="store_true", help="only the concurrent-callers table")
     a = ap.parse_args(argv)
+    if a.skip_batch:
+        return concurrent_table(a.concurrent_rows, a.callers, a.seed) if a.callers else 0
     texts, pjs, warm = build(a.completions, a.group, a.seed)
     load_start = os.getloadavg()
     configs = [("in-process", 0)] + [(f"{w} worker{'s' if w > 1 else ''}", w)
@@ -95,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if mismatched:
         print(f"\nrewards differ from in-process: {', '.join(mismatched)}")
         return 1
-    return 0
+    return concurrent_table(a.concurrent_rows, a.callers, a.seed) if a.callers else 0
 
 
 if __name__ == "__main__":

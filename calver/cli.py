@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
     "calver.bench",  # bench: a benchmark suite from problems to one table
     "calver.integrations.openenv_cli",  # serve-env: the verifier as a single-step OpenEnv environment server
+    "calver.integrations.openrlhf_server",  # serve-reward: the verifier behind OpenRLHF's HTTP /get_reward
     "calver.demo",
     "calver.doctor",  # doctor: installed stack, what works here, what GPU use still lacks
 )

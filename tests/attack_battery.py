@@ -53,7 +53,7 @@ from oracles import (
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_trace, generate
 from calver.data_gen.text_levels import constructed_problems
-from calver.verifier import Problem, ProblemError, TraceScore, render_graph, score
+from calver.verifier import Problem, ProblemError, Verdict, render_graph, score
 
 TASKS = ("ate_threshold", "backdoor_path", "backdoor_set", "blocking_set", "cycle_witness", "frontdoor_set",
          "intervention_reachability", "knights_knaves", "mediator", "path", "separation_set")
@@ -491,7 +491,7 @@ class _Scorer:
             self.report.findings.append(Finding(kind, row.family, label, template, str(p.id), detail, text[-300:]))
         self.report.counts[key] += 1
 
-    def score(self, text: str, p: Problem, row: FamilyRow, label: str, template: str) -> TraceScore | None:
+    def score(self, text: str, p: Problem, row: FamilyRow, label: str, template: str) -> Verdict | None:
         """The score, or None after a crash or hang (counted and recorded)."""
         row.calls += 1
         failure = kind = None

@@ -64,7 +64,7 @@ def reward_worker_pools():
     """Stop VerifierReward's shared worker processes (the budgeted reward path) after the module."""
     yield
     try:
-        from calver.train.reward_workers import close_shared_pools
+        from calver.reward.workers import close_shared_pools
     except ImportError:
         return
     close_shared_pools()

@@ -11,7 +11,7 @@ import sys
 import pytest
 from testing_utils import require_modules
 
-from calver import integrations
+from calver import reward as reward_core
 from calver.data_gen.export import problem_json
 from calver.data_gen.generators import GenConfig, canonical_trace, generate
 from calver.data_gen.prompts import render_prompt
@@ -121,14 +121,14 @@ def test_response_found_without_an_exact_prompt(tok, problems):
 def test_unscorable_rows_and_garbage_never_raise(problems):
     gold = canonical_trace(problems[0])
     pj = problem_json(problems[0])
-    integrations.reset_stats()
+    reward_core.reset_stats()
     out = co.reward_func([gold, gold, None, 7, gold], ["", None, "", "", 3],
                          [pj, "not json", pj, pj, {"task": "nope"}])
     _check_shape(out, 5)
     assert [float(x) for x in out["rewards"]] == [1.0, 0.0, 0.0, 0.0, 0.0]
     assert [float(x) for x in out["extra_logs"]["calver/unscorable"]] == [0.0, 1.0, 1.0, 1.0, 1.0]
     assert _bits(out, 1) == [0] * 6
-    assert integrations.stats()["unscorable"] == 4
+    assert reward_core.stats()["unscorable"] == 4
     for q, pr, lb in ((None, None, None), ("abc", "a", "b"), ([gold], None, None), ([gold], [1, 2, 3], [pj, pj]),
                       ([gold, gold], [""], [pj]), (iter([gold]), iter([""]), iter([pj])), ({"a": 1}, [], [])):
         res = co.reward_func(q, pr, lb)
@@ -137,27 +137,57 @@ def test_unscorable_rows_and_garbage_never_raise(problems):
     assert [float(x) for x in short["rewards"]] == [1.0, 0.0]
 
 
+def _load_as_openrlhf_does():
+    spec = importlib.util.spec_from_file_location("reward_func", co.__file__)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_options_from_the_environment(problems, monkeypatch):
+    """OpenRLHF passes a reward file no options: they come from CALVER_REWARD_*, read when it loads the file."""
     p = problems[0]
     half = "\n".join(canonical_trace(p).splitlines()[:4])
     monkeypatch.setenv("CALVER_REWARD_VARIANT", "strict")
-    out = co.reward_func([half, canonical_trace(p)], [None, None], [problem_json(p)] * 2)
+    out = _load_as_openrlhf_does().reward_func([half, canonical_trace(p)], [None, None], [problem_json(p)] * 2)
     assert [float(x) for x in out["rewards"]] == [0.0, 1.0]
     assert _bits(out, 0) == list(score(half, p).bits)
     monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "20")
     monkeypatch.setenv("CALVER_REWARD_WORKERS", "2")
-    again = co.reward_func([half, canonical_trace(p)], [None, None], [problem_json(p)] * 2)
+    again = _load_as_openrlhf_does().reward_func([half, canonical_trace(p)], [None, None], [problem_json(p)] * 2)
     assert [float(x) for x in again["rewards"]] == [0.0, 1.0] and _bits(again, 0) == _bits(out, 0)
 
 
-def test_env_options_ignore_what_does_not_parse(monkeypatch):
-    monkeypatch.setenv("CALVER_REWARD_VARIANT", "strict")
-    monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "not-a-number")
-    monkeypatch.setenv("CALVER_REWARD_WORKERS", "-3")
-    assert integrations.env_options() == {"variant": "strict"}
-    monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "2.5")
-    monkeypatch.setenv("CALVER_REWARD_WORKERS", "4")
-    assert integrations.env_options() == {"variant": "strict", "budget_s": 2.5, "workers": 4}
+@pytest.mark.parametrize("var,bad", [("CALVER_REWARD_BUDGET_S", "not-a-number"), ("CALVER_REWARD_WORKERS", "-3"),
+                                     ("CALVER_REWARD_VARIANT", "strcit")])
+def test_a_bad_environment_stops_the_load_naming_it(monkeypatch, var, bad):
+    monkeypatch.setenv(var, bad)
+    with pytest.raises(ValueError, match=var):
+        _load_as_openrlhf_does()
+
+
+# How each major chat template ends an assistant turn (the strings their tokenizers decode with special
+# tokens kept). OpenRLHF decodes prompt + response with them, and the reward file gets no tokenizer.
+TEMPLATES = {
+    "chatml_qwen": ("<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n", "<|im_end|>\n<|endoftext|>"),
+    "llama3": ("<|start_header_id|>user<|end_header_id|>\n\nQ<|eot_id|><|start_header_id|>assistant"
+               "<|end_header_id|>\n\n", "<|eot_id|>"),
+    "mistral": ("<s>[INST] Q [/INST]", "</s>"),
+    "gemma": ("<bos><start_of_turn>user\nQ<end_of_turn>\n<start_of_turn>model\n", "<end_of_turn>\n<eos>"),
+    "phi3": ("<|user|>\nQ<|end|>\n<|assistant|>\n", "<|end|>\n<|endoftext|>"),
+    "deepseek": ("<\uff5cbegin\u2581of\u2581sentence\uff5c><\uff5cUser\uff5c>Q<\uff5cAssistant\uff5c>",
+                 "<\uff5cend\u2581of\u2581sentence\uff5c>"),
+}
+
+
+@pytest.mark.parametrize("template", sorted(TEMPLATES))
+def test_end_of_turn_markers_of_every_major_template_are_cut(problems, template):
+    """Audit: gold traces ending in Llama/Mistral/Gemma/Phi end tokens scored 5/6 (ANSWER did not parse)."""
+    prompt, end = TEMPLATES[template]
+    p = problems[0]
+    gold = canonical_trace(p)
+    out = co.reward_func([prompt + gold + end], [prompt], [problem_json(p)])
+    assert _bits(out, 0) == [1] * 6 and float(out["rewards"][0]) == 1.0, template
 
 
 def test_lists_without_torch(problems, monkeypatch):

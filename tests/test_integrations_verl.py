@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from calver import integrations
+from calver import reward as reward_core
 from calver.data_gen.export import problem_json, to_grpo_rows
 from calver.data_gen.generators import GenConfig, canonical_trace, generate
 from calver.evaluation.audits import replace_slot
 from calver.integrations import verl as cv
+from calver.reward import RewardEngine, RewardOptions
 from calver.verifier import SLOTS, score
 
 KEYS = ("score", "graph", "query", "strategy", "derivation", "result", "answer", "unscorable")
@@ -89,8 +90,11 @@ def test_variants_and_verl_extras(problems):
     w = [3, 1, 1, 1, 1, 3]
     weighted = cv.compute_score("calver/x", half, "", extra, variant="weighted", weights=w)
     assert weighted["score"] == pytest.approx(sum(a * b for a, b in zip(w, bits)) / sum(w))
-    bad = cv.compute_score("calver/x", half, "", extra, variant="nope")  # falls back to the fraction reward
-    assert bad["score"] == pytest.approx(sum(bits) / 6) and bad["unscorable"] == 0
+    validity = cv.compute_score("calver/x", half, "", extra, variant="validity")
+    assert validity["score"] == pytest.approx(RewardOptions(variant="validity").spec.value(bits))
+    for bad in ({"variant": "nope"}, {"weights": [1, 2]}, {"budget_s": -1}, {"workers": "two"}):
+        with pytest.raises(ValueError, match="reward option"):  # a configuration error stops the run, named
+            cv.compute_score("calver/x", half, "", extra, **bad)
 
 
 def test_problem_in_ground_truth_is_a_fallback(problems):
@@ -108,11 +112,11 @@ GARBAGE_PROBLEMS = [None, "", "not json", "[1, 2]", '{"task": "nope"}', '{"task"
 
 @pytest.mark.parametrize("bad", GARBAGE_PROBLEMS, ids=range(len(GARBAGE_PROBLEMS)))
 def test_unscorable_problem_gets_zero_and_the_flag(problems, bad):
-    integrations.reset_stats()
+    reward_core.reset_stats()
     out = cv.compute_score("calver/x", canonical_trace(problems[0]), "", {"problem_json": bad})
     _check_shape(out)
     assert out == {"score": 0.0, **{k: 0 for k in KEYS[1:-1]}, "unscorable": 1}
-    assert integrations.stats()["unscorable"] == 1
+    assert reward_core.stats()["unscorable"] == 1
 
 
 @pytest.mark.parametrize("solution", [None, 7, b"GRAPH: A -> B", ["GRAPH"], {"text": "x"}, float("nan")])
@@ -140,40 +144,41 @@ def test_ungrounded_problem_is_unscorable_unless_allowed():
     assert cv.compute_score("calver/x", trace, "", {"problem_json": json.dumps(p.to_dict())})["score"] == 1.0
 
 
-def test_batch_entry_point_agrees(problems):
+def test_async_entry_point_agrees(problems):
+    import asyncio
+    import inspect
+
+    assert inspect.iscoroutinefunction(cv.compute_score_async)  # verl awaits it instead of using an executor
     texts, infos = [], []
-    for p in problems:
-        for t in _variants(p)[:6]:
+    for p in problems[:3]:
+        for t in _variants(p)[:4]:
             texts.append(t)
             infos.append(_extra(p))
-    texts += [None, "x"]
-    infos += [_extra(problems[0]), {"problem_json": "nope"}]
-    outs = cv.compute_score_batch(data_sources=["calver/x"] * len(texts), solution_strs=texts,
-                                  ground_truths=[""] * len(texts), extra_infos=infos)
-    assert len(outs) == len(texts)
-    for text, info, out in zip(texts, infos, outs):
-        assert out == cv.compute_score("calver/x", text, "", info)
-    assert cv.compute_score_batch(solution_strs=None) == []
+
+    async def run():
+        return await asyncio.gather(*(cv.compute_score_async("calver/x", t, "", i) for t, i in zip(texts, infos)))
+
+    assert asyncio.run(run()) == [cv.compute_score("calver/x", t, "", i) for t, i in zip(texts, infos)]
 
 
 def test_budget_path_returns_the_same_bits(problems):
-    """``budget_s``/``workers`` route through VerifierReward's worker pool (``outcomes()``) and give the same
-    bits as in-process scoring."""
+    """``budget_s``/``workers`` score on the worker pool and give the same bits as in-process scoring."""
     texts, pjs = [], []
     for p in problems:
         for t in _variants(p)[:7]:
             texts.append(t)
             pjs.append(problem_json(p))
-    plain = integrations.score_batch(texts, pjs)
-    rw = integrations._reward("fraction", None, False)
-    pooled = integrations._score_pooled(rw, texts, pjs, None, 1)
-    assert [v.bits for v in pooled] == [v.bits for v in plain]
-    assert [v.reward for v in pooled] == pytest.approx([v.reward for v in plain])
-    budgeted = integrations.score_batch(texts, pjs, budget_s=30.0, workers=2)
-    assert [v.bits for v in budgeted] == [v.bits for v in plain]
-    for bad in ("x", -1, float("nan"), 0):  # an unusable budget is ignored, never raised
-        assert [v.bits for v in integrations.score_batch(texts[:2], pjs[:2], budget_s=bad)] == \
-            [v.bits for v in plain[:2]]
+    plain = reward_core.score_batch(texts, pjs)
+    pooled = reward_core.score_batch(texts, pjs, RewardOptions(workers=1))
+    budgeted = reward_core.score_batch(texts, pjs, RewardOptions(budget_s=30.0, workers=2))
+    assert [v.bits for v in pooled] == [v.bits for v in plain] == [v.bits for v in budgeted]
+    assert [v.bits for v in plain] == [score(t, json_problem(pj)).bits for t, pj in zip(texts, pjs)]
+
+
+def json_problem(pj):
+    from calver.verifier import Problem
+
+    return Problem.from_dict(json.loads(pj))
 
 
 def test_loads_the_way_verl_does(problems):
@@ -255,26 +260,19 @@ def test_import_is_torch_free():
 
 
 def test_a_row_over_budget_is_unscorable_with_its_reason(problems, monkeypatch):
-    """What the pool reports for a row over its budget, ``(None, "timeout")``, reaches verl as an unscorable
-    row (score 0.0, bits 0, unscorable 1), counted under that reason; the other rows keep their bits."""
-    real = integrations._reward
+    """A row over its budget reaches verl as an unscorable row (score 0.0, bits 0, unscorable 1), counted
+    under ``timeout``; the other rows keep their bits. The stall is a real hung worker (tests' slow scorer)."""
+    from test_reward_workers import STALL, slow_scorer
+
     p = problems[0]
-    gold, half = canonical_trace(p), "\n".join(canonical_trace(p).splitlines()[:3])
-
-    class SlowPool:
-        def __init__(self, rw):
-            self.rw = rw
-
-        def outcomes(self, texts, pjs):
-            return [(None, "timeout") if t == half else (list(score(t, p).bits), "") for t in texts]
-
-    def fake(variant, weights, allow_ungrounded, budget_s=None, workers=None):
-        rw = real(variant, weights, allow_ungrounded)
-        return SlowPool(rw) if budget_s is not None else rw
-
-    monkeypatch.setattr(integrations, "_reward", fake)
-    integrations.reset_stats()
-    outs = cv.compute_score_batch(solution_strs=[gold, half], extra_infos=[_extra(p)] * 2, budget_s=0.5)
+    gold = canonical_trace(p)
+    engine = RewardEngine(budget_s=0.5, workers=1, scorer=slow_scorer)
+    monkeypatch.setattr(reward_core, "engine_for", lambda options, end_markers=None: engine)
+    reward_core.reset_stats()
+    try:
+        outs = [cv.compute_score("calver/x", t, "", _extra(p), budget_s=0.5) for t in (gold, gold + STALL)]
+    finally:
+        engine.close()
     assert outs[0]["score"] == 1.0 and outs[0]["unscorable"] == 0
     assert outs[1] == {"score": 0.0, **{k: 0 for k in KEYS[1:-1]}, "unscorable": 1}
-    assert integrations.stats()["unscorable_reasons"] == {"timeout": 1}
+    assert reward_core.stats()["unscorable_reasons"] == {"timeout": 1}

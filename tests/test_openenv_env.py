@@ -272,8 +272,10 @@ def test_rubric_has_six_named_parts_and_strict_variant(problems, traces):
                 assert obs.reward == pytest.approx(want) and env.rubric.last_score == pytest.approx(want)
         env.reset(problem_id=problems[0].id)
         assert env.rubric.last_score is None and env.rubric.get_rubric("graph").last_score is None
-    with pytest.raises(ValueError, match="reward variant"):
+    with pytest.raises(ValueError, match="weighted reward needs 6 per-bit weights"):
         CalverEnvironment(ps, reward="weighted")
+    with pytest.raises(ValueError, match="reward variant"):
+        CalverEnvironment(ps, reward="nope")
 
 
 def test_problem_set_refuses_what_it_cannot_serve(problems):

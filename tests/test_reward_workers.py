@@ -18,9 +18,9 @@ import pytest
 
 pytest.importorskip("networkx")
 
-from calver.train import reward_workers as rw  # noqa: E402
+from calver.reward import workers as rw  # noqa: E402
 from calver.train.rewards import VerifierReward  # noqa: E402
-from calver.verifier import Problem, score  # noqa: E402
+from calver.verifier import Problem, Unscorable, Verdict, score  # noqa: E402
 
 STALL = "<<stall-the-scorer>>"
 CRASH = "<<crash-the-worker>>"
@@ -80,9 +80,9 @@ def test_pool_bits_equal_in_process_score(cases):
         assert pool.map([]) == []
         pids = pool.pids()
         assert len(pids) == 2
-    assert [b for b, _ in out] == [_bits(t, pj) for t, pj in rows]
-    assert all(why == "" for _, why in out)
-    assert any(b == [1] * 6 for b, _ in out) and any(b != [1] * 6 for b, _ in out)
+    assert [r.bits for r in out] == [_bits(t, pj) for t, pj in rows]
+    assert all(isinstance(r, Verdict) for r in out)
+    assert any(r.bits == [1] * 6 for r in out) and any(r.bits != [1] * 6 for r in out)
     assert not any(_alive(p) for p in pids)  # closed: killed and reaped
 
 
@@ -99,7 +99,7 @@ def test_reward_with_workers_equals_in_process(cases):
         assert got[-1] is None and pooled.unscorable == 1  # an unreadable completion never reaches a worker
         assert "verifier/timeouts" not in logged  # no budget: nothing to time out
         # the adapters' entry point: the six bits (and why not) per row, on the same pool
-        assert pooled.outcomes(comps, pjs) == [(_bits(t, pj), "") for t, pj in rows]
+        assert [r.bits for r in pooled.score(comps, pjs)] == [_bits(t, pj) for t, pj in rows]
     finally:
         pooled.close()
 
@@ -109,7 +109,7 @@ def test_over_budget_completion_gets_the_floor_within_budget_and_is_counted(case
     reward = VerifierReward(budget_s=BUDGET, workers=2, scorer=slow_scorer)
     try:
         assert reward(None, [gold], problem_json=[pj]) == [1.0]  # starts the pool: not part of the timed call
-        before = set(reward._pool.pids())
+        before = set(reward.engine.pool.pids())
         comps = [gold + "\n" + STALL, gold, *wrong, *junk]
         logged: dict[str, float] = {}
         t0 = time.monotonic()
@@ -120,7 +120,7 @@ def test_over_budget_completion_gets_the_floor_within_budget_and_is_counted(case
         assert out[1:] == [sum(_bits(c, pj)) / 6 for c in comps[1:]]
         assert reward.unscorable_reasons["timeout"] == 1 and reward.stats()["timeouts"] == 1
         assert logged["verifier/timeouts"] == 1.0 and logged["verifier/unscorable"] == 1.0
-        pool = reward._pool
+        pool = reward.engine.pool
         assert pool.timeouts == 1 and pool.restarts == 1
         killed = before - set(pool.pids())
         assert len(killed) == 1 and not any(_alive(p) for p in killed)  # the stuck worker is gone
@@ -161,8 +161,8 @@ def test_crashed_worker_costs_one_row_and_is_replaced(cases):
     rows.insert(3, (CRASH, cases[0][0]))
     with rw.WorkerPool(workers=2, scorer=crash_scorer) as pool:
         out = pool.map(rows)
-        assert out[3] == (None, rw.CRASHED)
-        assert [b for b, _ in out[:3] + out[4:]] == [_bits(t, pj) for t, pj in rows[:3] + rows[4:]]
+        assert out[3] == Unscorable(rw.CRASHED)
+        assert [r.bits for r in out[:3] + out[4:]] == [_bits(t, pj) for t, pj in rows[:3] + rows[4:]]
         assert pool.crashes == 1 and pool.restarts == 1 and len(pool.pids()) == 2
 
 
@@ -188,13 +188,13 @@ def test_pickle_drops_pool_and_cache(cases):
     try:
         assert reward(None, [gold], problem_json=[pj]) == [1.0]
         reward.problem(pj)  # the in-process cache (workers keep their own)
-        assert reward._pool is not None
+        assert reward.engine.pool is not None
         copy = pickle.loads(pickle.dumps(reward))
-        assert copy._pool is None and copy.__name__ == "r"
+        assert copy.engine.pool is None and copy.__name__ == "r"
         assert copy.scored == 1 and copy.budget_s == 10.0 and copy.scorer is slow_scorer
         assert copy(None, [gold, "junk"], problem_json=[pj, pj]) == [1.0, sum(_bits("junk", pj)) / 6]
         with pytest.raises(TypeError, match="cannot be pickled"):
-            pickle.dumps(reward._pool)
+            pickle.dumps(reward.engine.pool)
     finally:
         reward.close()
         rw.close_shared_pools()
@@ -242,3 +242,47 @@ def test_workers_refuse_ungrounded_problems_like_in_process():
         assert r(["q"], [trace, trace], problem_json=[json.dumps(p.to_dict()), '{"task": 1}']) == [1.0, None]
     finally:
         r.close()
+
+
+NAP = "<<nap>>"
+
+
+def napping_scorer(text: str, problem):
+    """``score``, after a 0.25 s sleep for a completion holding NAP (a slow but finite row)."""
+    if NAP in text:
+        time.sleep(0.25)
+    return score(text, problem)
+
+
+def test_concurrent_callers_share_the_workers(cases):
+    """Ecosystem review: 8 threads each scoring one row on 4 workers took 8 x 0.25 s, one call at a time.
+    The pool now serves every caller's rows at once: 8 naps on 4 workers take about 2 x 0.25 s."""
+    rows = _rows(cases)[:8]
+    texts = [NAP + t for t, _ in rows]
+    want = [_bits(NAP + t, pj) for t, pj in rows]
+    with rw.WorkerPool(workers=4, budget_s=30.0, scorer=napping_scorer) as pool:
+        pool.map([(texts[0], rows[0][1])])  # warm
+        got: dict[int, list] = {}
+        threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, pool.map([(texts[i], rows[i][1])])))
+                   for i in range(len(rows))]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        elapsed = time.monotonic() - t0
+    assert [got[i][0].bits for i in range(len(rows))] == want
+    assert elapsed < 0.8 * len(rows) * 0.25, f"{elapsed:.2f}s: callers were served one at a time"
+
+
+def test_a_caller_arriving_mid_drive_is_served(cases):
+    rows = _rows(cases)
+    with rw.WorkerPool(workers=1, scorer=napping_scorer) as pool:
+        box: dict[str, list] = {}
+        first = threading.Thread(target=lambda: box.__setitem__("a", pool.map([(NAP + rows[0][0], rows[0][1])] * 4)))
+        first.start()
+        time.sleep(0.1)  # the first caller is driving, blocked in wait(): the second must wake it
+        box["b"] = pool.map([(rows[1][0], rows[1][1])])
+        first.join(60)
+    assert [r.bits for r in box["a"]] == [_bits(NAP + rows[0][0], rows[0][1])] * 4
+    assert box["b"][0].bits == _bits(*rows[1])

@@ -78,7 +78,7 @@ def test_rows_equal_fresh_scores_for_every_task(pool, spec):
     for p, seed, texts in spec:
         sp = strip_problem(p)
         fresh = [score(t, sp) for t in texts]
-        assert stored.trace_scores((p.id, seed)) == fresh == table.trace_scores((p.id, seed))
+        assert stored.verdicts((p.id, seed)) == fresh == table.verdicts((p.id, seed))
         for c, ts in zip(stored[(p.id, seed)], fresh):
             assert (list(c.bits), c.total, dict(c.reasons), c.answer, c.grounded) == \
                    (ts.bits, ts.total, ts.reasons, ts.answer, ts.grounded)
@@ -159,7 +159,7 @@ def test_changed_problem_or_text_is_detected(pool, spec):
     with pytest.warns(ScoreTableWarning, match=f"problem.*changed.*{p0.id}"):
         t = score_table(pool)
     assert t.n_scored == len(set(spec[0][2])) and t.n_read == (len(spec) - 2) * K
-    assert t.trace_scores((p0.id, 0)) == [score(x, strip_problem(changed)) for x in spec[0][2]]
+    assert t.verdicts((p0.id, 0)) == [score(x, strip_problem(changed)) for x in spec[0][2]]
     rows = list(pool.candidate_rows())
     rows[3]["text"] += "\nedited"
     pool.rewrite_candidates(rows)
@@ -290,9 +290,8 @@ def test_every_selector_selects_the_same_with_and_without_the_table(pool, k):
     table = read_score_table(pool)  # the stored rows: no slots, no parsed graphs
     for name, sel in SELECTORS.items():
         plain = make_views(pool, k, comparators=NEURAL)
-        primed = make_views(pool, k, comparators=NEURAL)
-        table.prime(primed)
-        assert all("trace_scores" in v._cache for v in primed)
+        primed = table.with_verdicts(make_views(pool, k, comparators=NEURAL))
+        assert all(v.verdicts is not None and len(v.verdicts) == v.k for v in primed)
         a, b = run_selector(sel, plain), run_selector(sel, primed)
         assert all(_same(x, y) for x, y in zip(a, b)), name
 
@@ -302,7 +301,7 @@ def test_prime_refuses_a_view_of_other_texts(pool):
     views = make_views(pool)
     object.__setattr__(views[0], "texts", ("other",) + views[0].texts[1:])
     with pytest.raises(ScoreTableError, match="not the score table's"):
-        table.prime(views)
+        table.with_verdicts(views)
 
 
 def test_prm_labels_come_from_the_table(pool, monkeypatch):

@@ -107,7 +107,7 @@ def test_problem_cache_and_hand_made_problem():
     trace = get_family("backdoor_set").canonical_trace(p, frozenset({"Z"}))
     r = VerifierReward()
     pj = _pj(p)
-    from calver.train.reward_worker_process import PROBLEM_CACHE
+    from calver.reward.problems import PROBLEM_CACHE
 
     assert r(None, [trace, trace], problem_json=[pj, pj]) == [1.0, 1.0]
     assert (pj, "problem_json", False) in PROBLEM_CACHE  # cached once, in the verifier's byte budget
@@ -234,7 +234,7 @@ def test_module_level_reward_pickles_without_its_pool(problems, traces):
     pj = _pj(problems[1])
     assert verifier_reward(None, [traces[1]], problem_json=[pj]) == [1.0]
     copy = pickle.loads(pickle.dumps(verifier_reward))
-    assert copy._pool is None and copy.__name__ == "verifier_reward"
+    assert copy.engine.pool is None and copy.__name__ == "verifier_reward"
     assert copy(None, [traces[1], "x"], problem_json=[pj, pj]) == verifier_reward(None, [traces[1], "x"],
                                                                                  problem_json=[pj, pj])
 
@@ -262,37 +262,44 @@ def test_metrics_without_log_metric_go_to_log_extra_or_stats(problems, traces, c
 
 
 def test_env_options_for_module_level_rewards(monkeypatch):
-    from calver.train.rewards import _env_options
+    from calver.reward import RewardOptions
 
-    monkeypatch.delenv("CALVER_REWARD_BUDGET_S", raising=False)
-    monkeypatch.delenv("CALVER_REWARD_WORKERS", raising=False)
-    assert _env_options() == {}
-    monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "2.5")
-    monkeypatch.setenv("CALVER_REWARD_WORKERS", "3")
-    assert _env_options() == {"budget_s": 2.5, "workers": 3}
+    env: dict[str, str] = {}
+    assert RewardOptions.from_env(env) == RewardOptions()
+    env.update(CALVER_REWARD_BUDGET_S="2.5", CALVER_REWARD_WORKERS="3", CALVER_REWARD_VARIANT="strict")
+    got = RewardOptions.from_env(env)
+    assert (got.budget_s, got.workers, got.variant) == (2.5, 3, "strict")
     for var, bad in (("CALVER_REWARD_BUDGET_S", "soon"), ("CALVER_REWARD_BUDGET_S", "-1"),
-                     ("CALVER_REWARD_BUDGET_S", "inf"), ("CALVER_REWARD_WORKERS", "two")):
-        monkeypatch.setenv(var, bad)
+                     ("CALVER_REWARD_BUDGET_S", "inf"), ("CALVER_REWARD_WORKERS", "two"),
+                     ("CALVER_REWARD_VARIANT", "fractoin"), ("CALVER_REWARD_WEIGHTS", "1,2"),
+                     ("CALVER_REWARD_ALLOW_UNGROUNDED", "maybe")):
         with pytest.raises(ValueError, match=var):
-            _env_options()
-        monkeypatch.setenv("CALVER_REWARD_BUDGET_S", "2.5")
-        monkeypatch.setenv("CALVER_REWARD_WORKERS", "3")
+            RewardOptions.from_env({**env, var: bad})
+    assert RewardOptions.from_env({"CALVER_REWARD_VARIANT": "weighted",
+                                   "CALVER_REWARD_WEIGHTS": "1,0,0,0,0,1"}).spec.value([1, 0, 0, 0, 0, 0]) == 0.5
     assert VerifierReward(budget_s=1.0).workers == 1  # a budget needs a process to kill
+    # the module-level rewards read the environment at import: a bad value stops the import, naming it
+    import subprocess
+    import sys
+
+    bad = subprocess.run([sys.executable, "-c", "import calver.train.rewards"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "CALVER_REWARD_WORKERS": "two"})
+    assert bad.returncode != 0 and "CALVER_REWARD_WORKERS" in bad.stderr
 
 
 def test_rewards_module_is_torch_free():
     import subprocess
     import sys
 
-    code = "import sys, calver.train.rewards, calver.train.reward_workers; print('torch' in sys.modules)"
+    code = "import sys, calver.train.rewards, calver.reward.workers; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
 
 def test_the_problem_cache_stays_inside_the_memo_budget():
     """Audit L3: the reward's problem cache held up to 50,000 prepared problems outside the 64 MB budget."""
+    from calver.reward.problems import PROBLEM_CACHE
     from calver.train.common import generate_problems, problem_json
-    from calver.train.reward_worker_process import PROBLEM_CACHE
     from calver.verifier import memo
 
     before = memo.usage()[1]

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from calver.verifier import TIE_RULES, TraceScore, score, select
+from calver.verifier import TIE_RULES, Verdict, score, select
 
 CPU_LIMIT_S = 0.050
 HANG_S = 2.0
@@ -48,7 +48,7 @@ def _clear_verifier_caches() -> None:
                     obj.cache_clear()
 
 
-def _cold_call(text: str, problem) -> tuple[TraceScore, float]:
+def _cold_call(text: str, problem) -> tuple[Verdict, float]:
     """One ``score`` call with nothing memoized (a fresh problem object, caches cleared): the cost
     of the first trace of a problem, and the same on a replay (hypothesis re-runs a failure). CPU time of
     this thread only: ``score`` is single-threaded, and a thread an earlier test left running in the
@@ -64,12 +64,12 @@ def _cold_call(text: str, problem) -> tuple[TraceScore, float]:
     return sc, time.thread_time() - t0
 
 
-def checked_score(text: str, problem, what: str) -> TraceScore:
+def checked_score(text: str, problem, what: str) -> Verdict:
     """``score`` with the shape, no-raise and CPU-time assertions of this module."""
     sc, dt = _cold_call(text, problem)
     if dt > CPU_LIMIT_S:  # once over: the least of three cold calls decides (a machine's pause is not a bug)
         dt = min(dt, _cold_call(text, problem)[1], _cold_call(text, problem)[1])
-    assert isinstance(sc, TraceScore), what
+    assert isinstance(sc, Verdict), what
     assert len(sc.bits) == 6 and all(b in (0, 1) for b in sc.bits), (what, sc.bits)
     assert sc.total == sum(sc.bits)
     assert dt <= CPU_LIMIT_S, f"{what}: {1e3 * dt:.0f} ms CPU (least of 3) on {text[:200]!r} ({len(text)} chars)"

@@ -34,14 +34,14 @@ from calver.evaluation.report import ci_text
 from calver.evaluation.results import to_json
 from calver.infer.firewall import SelectorView, strip_problem
 from calver.infer.pool import Pool
-from calver.verifier import CausalGraph, Problem, TraceScore, get_family, score
+from calver.verifier import CausalGraph, Problem, Verdict, get_family, score
 from calver.verifier.contract import parse_call
 
 VARIANTS = ("clean", "answer_swap", "consistent_swap", "strategy_only", "edge_deletion", "truncation")
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-def invalid_object(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+def invalid_object(trace: str, problem: Problem, seed: int = 0, sc: Verdict | None = None) -> str | None:
     """Text of an object invalid on the verification graph, different from the trace's ANSWER: the
     one :func:`swap_answer` puts in (the family's seeded :meth:`invalid_objects` search)."""
     obj = invalid_answer(trace, problem, seed, sc)
@@ -68,7 +68,7 @@ _FLIP = {"valid": "invalid", "invalid": "valid", "reachable": "unreachable", "un
 
 
 # ---- the corruptions ---------------------------------------------------------------------------------
-def consistent_swap(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+def consistent_swap(trace: str, problem: Problem, seed: int = 0, sc: Verdict | None = None) -> str | None:
     sc = sc if sc is not None else score(trace, problem)
     fam = get_family(problem.task)
     bad = invalid_object(trace, problem, seed, sc)
@@ -86,7 +86,7 @@ def consistent_swap(trace: str, problem: Problem, seed: int = 0, sc: TraceScore 
     return out
 
 
-def strategy_only(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+def strategy_only(trace: str, problem: Problem, seed: int = 0, sc: Verdict | None = None) -> str | None:
     sc = sc if sc is not None else score(trace, problem)
     fam = get_family(problem.task)
     if fam.is_decision:  # STRATEGY is evidence (a witness, an adjustment set), not the answer
@@ -109,7 +109,7 @@ def strategy_only(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | 
     return None if bad is None else replace_slot(trace, "STRATEGY", bad)
 
 
-def edge_deletion(trace: str, problem: Problem, sc: TraceScore | None = None) -> tuple[str, bool] | None:
+def edge_deletion(trace: str, problem: Problem, sc: Verdict | None = None) -> tuple[str, bool] | None:
     """(variant, whether the deletion makes the returned answer invalid on the reduced graph)."""
     sc = sc if sc is not None else score(trace, problem)
     fam = get_family(problem.task)
@@ -138,7 +138,7 @@ def edge_deletion(trace: str, problem: Problem, sc: TraceScore | None = None) ->
     return replace_slot(trace, "GRAPH", reduced(chosen).to_text()), flips
 
 
-def truncation(trace: str, problem: Problem, sc: TraceScore | None = None) -> str | None:
+def truncation(trace: str, problem: Problem, sc: Verdict | None = None) -> str | None:
     d = (sc if sc is not None else score(trace, problem)).slots.get("DERIVATION")
     if not d or len(d) < 4:
         return None
@@ -168,7 +168,7 @@ def make_variants(trace: str, problem: Problem, seed: int = 0) -> dict[str, dict
     return out
 
 
-def swap_or_none(trace: str, problem: Problem, seed: int = 0, sc: TraceScore | None = None) -> str | None:
+def swap_or_none(trace: str, problem: Problem, seed: int = 0, sc: Verdict | None = None) -> str | None:
     bad = invalid_object(trace, problem, seed, sc)
     return None if bad is None else replace_slot(trace, "ANSWER", bad)
 

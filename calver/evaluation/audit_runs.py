@@ -18,20 +18,20 @@ from calver.evaluation.audits import LADDER, corrupt_graph, damage_witness, inva
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, paired_diff_ci
 from calver.evaluation.metrics import calver_index, plurality_index, selected_correct, unit_parsed
 from calver.evaluation.units import UnitFacts
-from calver.verifier import Problem, ProblemError, TraceScore, get_family, prepare, score
+from calver.verifier import Problem, ProblemError, Verdict, get_family, prepare, score
 from calver.verifier.contract import slot_spans
 
 
-def known_scores(units: Sequence[UnitFacts]) -> dict[str, dict[str, TraceScore]]:
+def known_scores(units: Sequence[UnitFacts]) -> dict[str, dict[str, Verdict]]:
     """problem id -> {candidate text: its score} over the units that carry scores."""
-    out: dict[str, dict[str, TraceScore]] = {}
+    out: dict[str, dict[str, Verdict]] = {}
     for u in units:
         if len(u.scores) == len(u.texts):
             out.setdefault(u.problem_id, {}).update(zip(u.texts, u.scores))
     return out
 
 
-def audit_score(u: UnitFacts, i: int) -> TraceScore:
+def audit_score(u: UnitFacts, i: int) -> Verdict:
     """Candidate ``i``'s score with what the swap audit reads (answer, ``g_ver``): the unit's own when
     computed in this process; a stored one (no parse) of a grounded candidate with ``g_ver`` set to
     the problem's source, exactly what :func:`~calver.verifier.score` judges it on; else scored now."""
@@ -153,7 +153,7 @@ def graph_ladder(units: Sequence[UnitFacts], rungs: Sequence[str] = LADDER, *, f
     plur = selected_correct(units, [plurality_index(u.answer_keys) for u in units])
     rows = []
     clean_lift = None
-    memo: dict[tuple[int, str], TraceScore] = {}  # (id of the corrupted problem, text) -> score
+    memo: dict[tuple[int, str], Verdict] = {}  # (id of the corrupted problem, text) -> score
     for rung in rungs:
         idx = []
         for u in units:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from calver.verifier import CausalGraph, GraphClass, Problem, TraceScore, get_family, score
+from calver.verifier import CausalGraph, GraphClass, Problem, Verdict, get_family, score
 from calver.verifier.contract import parse_call, slot_spans
 from calver.verifier.parsers import parse_path
 
@@ -113,9 +113,9 @@ def rename_nodes(trace: str, problem: Problem, mapping: dict[str, str] | None = 
 
 
 def invalid_answer(trace: str, problem: Problem, rng: np.random.Generator | int = 0,
-                   sc: TraceScore | None = None) -> Any:
+                   sc: Verdict | None = None) -> Any:
     """An object of the family's answer type that differs from the trace's ANSWER and is invalid on
-    the graph the trace is judged on (``TraceScore.g_ver``), the first of the family's seeded search
+    the graph the trace is judged on (``Verdict.g_ver``), the first of the family's seeded search
     (:meth:`~calver.verifier.family.TaskFamily.invalid_objects`); None if there is none or no graph."""
     sc = sc if sc is not None else score(trace, problem)
     if sc.g_ver is None:
@@ -146,7 +146,7 @@ def _witness_texts(family, args: dict[str, str]) -> list[str]:
     return split_paths(args[key]) if key is not None and key in args else []
 
 
-def damage_witness(trace: str, problem: Problem, sc: TraceScore | None = None) -> str | None:
+def damage_witness(trace: str, problem: Problem, sc: Verdict | None = None) -> str | None:
     """``trace`` with one edge of a DERIVATION witness path changed so it is absent from the
     verification graph (an arrow reversed, or a bidirected edge made directed); None if the trace
     lists no witness path with an edge that can be damaged. ``sc``: the trace's score on ``problem``

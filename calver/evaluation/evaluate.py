@@ -96,14 +96,6 @@ def selector_picks(pool: Pool, units: Sequence[UnitFacts], names: Sequence[str] 
     return out, agreement
 
 
-def selector_indices(pool: Pool, units: Sequence[UnitFacts], names: Sequence[str] | None = None
-                     ) -> tuple[dict[str, dict[tuple[str, int], int]], dict[str, float]]:
-    """{selector: {unit: index}} (-1: an answer built outside the pool) and built-in/stored agreement;
-    :func:`selector_picks` keeps the answers that grading an index -1 needs."""
-    picks, agreement = selector_picks(pool, units, names)
-    return {n: {k: as_pick(s)[0] for k, s in p.items()} for n, p in picks.items()}, agreement
-
-
 def _outcomes(units, sel, keys) -> dict[str, np.ndarray]:
     return {n: selected_correct(units, [idx[k] for k in keys]) for n, idx in sel.items()}
 

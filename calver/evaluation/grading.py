@@ -116,8 +116,7 @@ def calver_audit(pool: Pool, tie: str, k: int | None = None, *, write: bool = Tr
         raise ValueError("calver_audit tie must be 'best' or 'worst'")
     gps = grading_problems(pool)
     rows = []
-    views = make_views(pool, k)
-    score_table(pool).prime(views)  # each candidate is scored once, in the pool's table
+    views = score_table(pool).with_verdicts(make_views(pool, k))  # each candidate scored once, in the table
     for v in views:
         scs = candidate_scores(v)
         totals = [ts.total for ts in scs]

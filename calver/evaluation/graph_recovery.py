@@ -9,7 +9,7 @@ problem (:attr:`UnitFacts.grading_problem`; evaluation is the only place labels 
   both graphs have no edge F1 is 1 (nothing to miss, nothing invented), when exactly one has none it is 0;
 * a GRAPH slot that is absent or does not parse is *no graph*: not exact, F1 0.
 
-The parsed graph is the scorer's (:attr:`TraceScore.trace_graph`) when the unit's scores were computed
+The parsed graph is the scorer's (:attr:`Verdict.trace_graph`) when the unit's scores were computed
 in this process; a score rebuilt from the stored table has no parse, so its GRAPH slot is parsed here
 with the family's own parser, on the problem the scorer saw. Aggregates: the candidate-level exact rate
 and mean F1, and both for the candidates chosen by the target and baseline selectors, each with a

@@ -39,8 +39,7 @@ def unit_outcomes(pool: Pool | str, k: int | None = None) -> list[dict[str, Any]
     Agreement and both selections read only the firewall views; labels are attached afterwards."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     problems, graded = pool.problems(), grading_problems(pool)
-    views = make_views(pool, k)
-    score_table(pool).prime(views)
+    views = score_table(pool).with_verdicts(make_views(pool, k))
     extract = ExtractSolveSelector().select_many(views)
     verify = CalverSelector().select_many(views)
     rows = []

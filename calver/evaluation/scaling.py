@@ -12,12 +12,13 @@ graded on the answer it carries.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
-from calver.evaluation.metrics import BUILTIN_SELECTORS, as_pick, coverage, selected_correct
+from calver.evaluation.metrics import BUILTIN_SELECTORS, coverage, selected_correct
 from calver.evaluation.units import UnitFacts
 from calver.infer.firewall import FirewallError, make_views
 from calver.infer.select import run_selector
@@ -106,16 +107,18 @@ def pool_views(pool, k: int | None = None, comparators: Sequence[str] | None = N
         return make_views(pool, k=k, comparators=())
 
 
-def prime_views(views, units: Sequence[UnitFacts]) -> None:
-    """Seed each view's verifier scores and answer keys from its unit's (the view's K-prefix of them),
-    where the unit carries scores for those very texts; other views score lazily as before."""
+def with_unit_verdicts(views, units: Sequence[UnitFacts]) -> list:
+    """``views`` carrying their unit's verdicts (the view's K-prefix of them) where the unit holds verdicts
+    for those very texts; other views score lazily as before."""
     by_key = {u.key: u for u in units}
+    out = []
     for v in views:
         u = by_key.get(v.unit)
-        if u is None or len(u.scores) < v.k or tuple(u.texts[: v.k]) != tuple(v.texts):
-            continue
-        v._cache.setdefault("trace_scores", list(u.scores[: v.k]))
-        v._cache.setdefault("answer_keys", list(u.answer_keys[: v.k]))
+        if u is not None and u.scores is not None and len(u.scores) >= v.k \
+                and tuple(u.texts[: v.k]) == tuple(v.texts):
+            v = replace(v, verdicts=tuple(u.scores[: v.k]))
+        out.append(v)
+    return out
 
 
 def registry_prefix_selections(pool, units: Sequence[UnitFacts], names: Sequence[str], ks: Sequence[int | None],
@@ -128,18 +131,10 @@ def registry_prefix_selections(pool, units: Sequence[UnitFacts], names: Sequence
     out: dict[str, dict[int | None, list[Any]]] = {n: {} for n in names}
     order = {u.key: i for i, u in enumerate(units)}
     for k in ks:
-        views = [v for v in pool_views(pool, k, comparators) if v.unit in order]
-        prime_views(views, units)
+        views = with_unit_verdicts([v for v in pool_views(pool, k, comparators) if v.unit in order], units)
         for n in names:
             sels: list[Any] = [0] * len(units)
             for v, s in zip(views, run_selector(reg[n], views)):
                 sels[order[v.unit]] = s
             out[n][k] = sels
     return out
-
-
-def registry_prefix_indices(pool, units: Sequence[UnitFacts], names: Sequence[str], ks: Sequence[int | None],
-                            comparators: Sequence[str] | None = None) -> dict[str, dict[int | None, list[int]]]:
-    """Indices of :func:`registry_prefix_selections` (-1: an answer built outside the pool)."""
-    sel = registry_prefix_selections(pool, units, names, ks, comparators)
-    return {n: {k: [as_pick(s)[0] for s in v] for k, v in per_k.items()} for n, per_k in sel.items()}

@@ -20,8 +20,8 @@ from calver.evaluation.grading import grading_problem, grading_problems, is_corr
 from calver.infer.firewall import strip_problem
 from calver.infer.pool import Pool
 from calver.infer.score_table import ScoreTable, score_table
-from calver.infer.selectors.base import answer_key as _key_rule
-from calver.verifier import Problem, TraceScore, score
+from calver.verifier import Problem, Verdict, score
+from calver.verifier.verdict import answer_key as _key_rule
 
 
 @dataclass
@@ -39,9 +39,9 @@ class UnitFacts:
     problem: Problem | None = None  # the selector-visible problem
     grading_problem: Problem | None = None  # the problem with its source graph reattached
     answers: list[Any] = field(default_factory=list)
-    # the verifier's TraceScore per candidate (full when scored in this process, else rebuilt from
+    # the verifier's Verdict per candidate (full when scored in this process, else rebuilt from
     # the score table: no slots / parsed graphs); empty for hand-built units
-    scores: list[TraceScore] = field(default_factory=list)
+    scores: list[Verdict] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -60,19 +60,18 @@ class UnitFacts:
 
 def answer_key(problem: Problem, answer: Any) -> Hashable | None:
     """Canonical, hashable answer key used by exact plurality: the selectors' rule
-    (:func:`calver.infer.selectors.answer_key`; None when the answer is unparsed)."""
+    (:func:`calver.verifier.verdict.answer_key`; None when the answer is unparsed)."""
     return _key_rule(problem.task, answer)
 
 
 def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", source_id: str = "",
                seed: int = 0, labels: dict[str, Any] | None = None, grading: Problem | None = None,
-               scores: Sequence[TraceScore] | None = None,
-               keys: Sequence[Hashable | None] | None = None) -> UnitFacts:
-    """Score every candidate on ``problem`` (no labels read; ``scores``/``keys``: their scores and
-    answer keys, when already known), then grade the parsed answers on the source graph
+               scores: Sequence[Verdict] | None = None) -> UnitFacts:
+    """Score every candidate on ``problem`` (no labels read; ``scores``: their verdicts, when already
+    known), then grade the parsed answers on the source graph
     (``grading``, or ``problem`` with the labels' source graph attached)."""
     scores = list(scores) if scores is not None else [score(t, problem) for t in texts]
-    if len(scores) != len(texts) or (keys is not None and len(keys) != len(texts)):
+    if len(scores) != len(texts):
         raise ValueError(f"unit {problem_id or problem.id}: {len(scores)} scores for {len(texts)} texts")
     gp = grading if grading is not None else grading_problem(problem, labels)
     answers = [s.answer for s in scores]
@@ -84,7 +83,7 @@ def unit_facts(problem: Problem, texts: Sequence[str], *, problem_id: str = "", 
         totals=np.array([s.total for s in scores], dtype=np.int64),
         bits=np.array([s.bits for s in scores], dtype=np.int64).reshape(len(scores), 6),
         correct=np.array([is_correct(gp, a) for a in answers], dtype=bool),
-        answer_keys=list(keys) if keys is not None else [answer_key(problem, a) for a in answers],
+        answer_keys=[s.answer_key for s in scores],
         problem=problem,
         grading_problem=gp,
         answers=answers,
@@ -109,8 +108,7 @@ def load_units(pool: Pool | str, k: int | None = None, *, table: ScoreTable | No
         key, n = (u.problem_id, u.seed), len(u.texts)
         table.check(key, u.texts)
         out.append(unit_facts(views[u.problem_id], u.texts, problem_id=u.problem_id, source_id=u.source_id,
-                              seed=u.seed, grading=graded[u.problem_id], scores=table.trace_scores(key)[:n],
-                              keys=[c.answer_key for c in table[key][:n]]))
+                              seed=u.seed, grading=graded[u.problem_id], scores=table.verdicts(key)[:n]))
     return out
 
 

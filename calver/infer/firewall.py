@@ -42,6 +42,7 @@ from calver.infer.pool import PoolError
 from calver.verifier.prepared import PreparedProblem, prepare
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.tasks.knights_text import VERIFICATION_MODES
+from calver.verifier.verdict import Verdict
 
 # Keys (after lower-casing and '-'/' ' -> '_') that never reach a selector.
 FORBIDDEN_KEYS: frozenset[str] = frozenset(
@@ -247,7 +248,10 @@ class SelectorView:
     candidate_index: tuple[int, ...]
     stored: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     context: Mapping[str, Any] = field(default_factory=dict)
-    _cache: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
+    # the verifier's verdict per candidate when the pool's score table has them (``ScoreTable.with_verdicts``);
+    # None: selectors score the texts themselves. Label-free: scored on the stripped problem.
+    verdicts: tuple[Verdict, ...] | None = field(default=None, compare=False, repr=False)
+    _memo: dict = field(default_factory=dict, compare=False, repr=False, hash=False)
 
     @property
     def k(self) -> int:
@@ -264,10 +268,11 @@ class SelectorView:
         return prepare(self.problem)
 
     def cached(self, key: str, fn):
-        """Per-view memo (CALVER scores, parsed answers) shared by the selectors of one run."""
-        if key not in self._cache:
-            self._cache[key] = fn(self)
-        return self._cache[key]
+        """Per-view memo of what selectors derive from the view itself (verdicts, parses), shared by the
+        selectors of one run. Only ``fn(self)`` fills it: data from outside travels in typed fields."""
+        if key not in self._memo:
+            self._memo[key] = fn(self)
+        return self._memo[key]
 
     def to_dict(self) -> dict[str, Any]:
         return {

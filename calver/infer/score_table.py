@@ -6,7 +6,7 @@
 
 A row: ``problem_id``, ``seed``, ``candidate_index``, ``text_sha256``, ``bits``, ``total``, ``reasons``,
 ``grounded`` and ``answer`` (the family's ``object_to_json`` of the parsed ANSWER, null if unparsed);
-the answer key is derived on read (:func:`calver.infer.selectors.base.answer_key`). Every score is
+the answer key is derived on read (``Verdict.answer_key``). Every score is
 ``score(text, strip_problem(problem))``, what a selector's view is scored on: nothing here reads a label.
 
 :func:`score_table` reuses the stored rows that are still valid and scores (and writes) the rest. A
@@ -17,7 +17,7 @@ Writes are atomic (tmp file + ``os.replace``; the meta, written last, holds the 
 torn between the two files reads as corrupt) and allowed on a frozen pool (like ``selections/``).
 
 One process shares one table per pool: the table last built or read is kept (weakly: while anything
-holds it) with the full :class:`~calver.verifier.TraceScore` s it computed (slots, parsed graphs), so
+holds it) with the full :class:`~calver.verifier.Verdict` s it computed (slots, parsed graphs), so
 refinement feedback and the audits need not score a candidate again.
 """
 
@@ -29,24 +29,24 @@ import os
 import time
 import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from calver.infer.firewall import SelectorView, strip_problem
 from calver.infer.manifest import scorer_version
 from calver.infer.pool import Pool, PoolError
-from calver.infer.selectors.base import answer_key
-from calver.verifier import SLOTS, PreparedProblem, Problem, TraceScore, get_family, prepare, problem_fingerprint, score
+from calver.verifier import SLOTS, PreparedProblem, Problem, Verdict, get_family, prepare, problem_fingerprint, score
+from calver.verifier.verdict import answer_key
 
 SCHEMA = "calver-scores/1"
 ROWS_FILE = "verifier.jsonl"
 META_FILE = "verifier.meta.json"
 
 UnitKey = tuple[str, int]
-# (problem hash, candidate text) -> full TraceScore: lets the pools of one run that share problems
+# (problem hash, candidate text) -> full Verdict: lets the pools of one run that share problems
 # (an SFT and a GRPO pool on the same held-out set) score a repeated text once.
-ScoreMemo = dict[tuple[str, str], TraceScore]
+ScoreMemo = dict[tuple[str, str], Verdict]
 
 
 class ScoreTableError(PoolError):
@@ -61,23 +61,6 @@ class ScoreTableWarning(UserWarning):
     """A table was rescored (stale or corrupt) or could not be written."""
 
 
-@dataclass(frozen=True)
-class CandidateScore:
-    """One candidate's verifier verdict as stored: six bits, their total, the reason per failed bit,
-    the parsed answer (None: unparsed), its canonical key, and whether it was judged on a source."""
-
-    bits: tuple[int, ...]
-    total: int
-    reasons: Mapping[str, str]
-    answer: Any
-    answer_key: Hashable | None
-    grounded: bool
-
-    def trace_score(self, task: str) -> TraceScore:
-        """A :class:`TraceScore` equal to the scorer's (no slots, parsed graph or ``g_ver``)."""
-        return TraceScore(list(self.bits), dict(self.reasons), self.answer, task, self.grounded)
-
-
 @dataclass(eq=False)
 class _Data:
     """What one table holds; shared by every :class:`ScoreTable` handed out for it in this process."""
@@ -86,9 +69,9 @@ class _Data:
     version: dict[str, str]
     tasks: dict[str, str]  # problem id -> task
     hashes: dict[str, str]  # problem id -> hash of its stripped problem
-    rows: dict[UnitKey, tuple[CandidateScore, ...]]
+    rows: dict[UnitKey, tuple[Verdict, ...]]
     text_sha: dict[UnitKey, tuple[str, ...]]
-    full: dict[UnitKey, list[TraceScore | None]] = field(default_factory=dict)  # computed in this process
+    full: dict[UnitKey, list[Verdict | None]] = field(default_factory=dict)  # computed in this process
     signature: tuple = ()
     on_disk: bool = False  # the stored table holds exactly these rows
 
@@ -98,7 +81,7 @@ _LIVE: "weakref.WeakValueDictionary[str, _Data]" = weakref.WeakValueDictionary()
 
 class ScoreTable:
     """Per-candidate scores of one pool: ``table[(problem_id, seed)]`` is the unit's tuple of
-    :class:`CandidateScore` in candidate-index order. ``n_scored``: verifier calls this call made;
+    :class:`Verdict` in candidate-index order. ``n_scored``: verifier calls this call made;
     ``n_read``: candidates taken from the stored table; ``rescored_reason``: why stored rows were
     thrown away (None when none were); ``written``: whether this call wrote the table."""
 
@@ -128,25 +111,24 @@ class ScoreTable:
     def __contains__(self, unit: object) -> bool:
         return unit in self._data.rows
 
-    def __getitem__(self, unit: UnitKey) -> tuple[CandidateScore, ...]:
+    def __getitem__(self, unit: UnitKey) -> tuple[Verdict, ...]:
         try:
             return self._data.rows[(unit[0], int(unit[1]))]
         except KeyError:
             raise KeyError(f"score table of {self.root} has no unit {unit[0]}/{unit[1]}") from None
 
-    def candidate(self, problem_id: str, seed: int, index: int) -> CandidateScore:
+    def candidate(self, problem_id: str, seed: int, index: int) -> Verdict:
         row = self[(problem_id, seed)]
         if not 0 <= index < len(row):
             raise KeyError(f"score table of {self.root}: unit {problem_id}/{seed} has no candidate {index}")
         return row[index]
 
-    def trace_scores(self, unit: UnitKey) -> list[TraceScore]:
-        """The unit's scores as :class:`TraceScore` s: the full ones this process computed, else
-        rebuilt from the stored rows (equal, without slots / parsed graphs / ``g_ver``)."""
+    def verdicts(self, unit: UnitKey) -> list[Verdict]:
+        """The unit's verdicts: the full ones this process computed, else the stored rows (equal, without
+        slots / parsed graphs / ``g_ver``)."""
         rows = self[unit]
         full = self._data.full.get((unit[0], int(unit[1])))
-        task = self._data.tasks[unit[0]]
-        return [(full[i] if full and full[i] is not None else c.trace_score(task)) for i, c in enumerate(rows)]
+        return [(full[i] if full and full[i] is not None else c) for i, c in enumerate(rows)]
 
     def check(self, unit: UnitKey, texts: Sequence[str]) -> None:
         """Raise :class:`ScoreTableError` unless ``texts`` are the first candidates of ``unit`` here."""
@@ -155,20 +137,20 @@ class ScoreTable:
             raise ScoreTableError(f"unit {unit[0]}/{unit[1]}: its texts are not the score table's ({self.root}); "
                                   "was the pool changed during the run?")
 
-    def prime(self, views: Sequence[SelectorView]) -> None:
-        """Seed each view's memo (``trace_scores``, ``answer_keys``) from the table, so the selectors
-        of a run score nothing; a K-prefix view takes the unit's first k. A view whose problem or
-        texts are not the table's raises :class:`ScoreTableError`."""
+    def with_verdicts(self, views: Sequence[SelectorView]) -> list[SelectorView]:
+        """``views`` carrying the table's verdicts (``SelectorView.verdicts``), so the selectors of a run score
+        nothing; a K-prefix view takes the unit's first k. A view whose problem or texts are not the
+        table's raises :class:`ScoreTableError`."""
+        out = []
         for v in views:
-            rows = self[v.unit]
             self.check(v.unit, v.texts)
             if id(v.problem) not in self._checked:
                 if _problem_hash(v.problem) != self._data.hashes[v.problem_id]:
                     raise ScoreTableError(f"unit {v.problem_id}/{v.seed}: the view's problem is not the one the "
                                           f"score table of {self.root} was scored on")
                 self._checked[id(v.problem)] = v.problem  # kept so the id stays unique
-            v._cache.setdefault("trace_scores", self.trace_scores(v.unit)[: v.k])
-            v._cache.setdefault("answer_keys", [c.answer_key for c in rows[: v.k]])
+            out.append(replace(v, verdicts=tuple(self.verdicts(v.unit)[: v.k])))
+        return out
 
 
 # ---- hashing ------------------------------------------------------------------------------------
@@ -260,7 +242,7 @@ def _read_stored(root: Path) -> _Stored | None:
     return _Stored(meta.get("scorer_version"), dict(meta["problems"]), rows)
 
 
-def _decode(row: dict[str, Any], task: str, where: str) -> CandidateScore:
+def _decode(row: dict[str, Any], task: str, where: str) -> Verdict:
     try:
         bits = tuple(int(b) for b in row["bits"])
         reasons = {str(k): str(v) for k, v in dict(row["reasons"]).items()}
@@ -272,12 +254,12 @@ def _decode(row: dict[str, Any], task: str, where: str) -> CandidateScore:
         answer = None if raw is None else get_family(task).object_from_json(raw)
     except Exception as e:  # noqa: BLE001 - any malformed row makes the table corrupt, never a traceback
         raise _Corrupt(f"{where}: bad row: {type(e).__name__}: {e}") from None
-    return CandidateScore(bits, sum(bits), reasons, answer, answer_key(task, answer), grounded)
+    return Verdict(list(bits), reasons, answer, task, grounded)
 
 
 @dataclass
 class _Plan:
-    reuse: dict[tuple[str, int, int], CandidateScore]
+    reuse: dict[tuple[str, int, int], Verdict]
     issues: list[str]  # why stored rows were thrown away (loud)
     missing: int  # candidates with no stored row
     dropped: int  # stored rows of candidates no longer in the pool
@@ -379,7 +361,7 @@ def score_table(pool: Pool | str | os.PathLike, *, write: bool = True, log: Call
         warnings.warn(msg, ScoreTableWarning, stacklevel=2)
     elif plan.dropped:
         log(f"score table {where}: dropping {plan.dropped} row(s) of candidates the pool no longer holds")
-    full: dict[UnitKey, list[TraceScore | None]] = {}
+    full: dict[UnitKey, list[Verdict | None]] = {}
     n_scored = _score_missing(cur, plan.reuse, full, memo)
     data = _assemble(pool, cur, version, plan.reuse, full)
     changed = bool(full or reason or plan.dropped or stored is None)
@@ -392,14 +374,14 @@ def score_table(pool: Pool | str | os.PathLike, *, write: bool = True, log: Call
     return ScoreTable(data, n_scored=n_scored, n_read=len(plan.reuse), rescored_reason=reason, written=written)
 
 
-def _score_missing(cur: _Current, reuse: dict, full: dict[UnitKey, list[TraceScore | None]],
+def _score_missing(cur: _Current, reuse: dict, full: dict[UnitKey, list[Verdict | None]],
                    memo: ScoreMemo | None) -> int:
     """Score every candidate ``reuse`` lacks into ``full``; returns the verifier calls made."""
     memo = {} if memo is None else memo
     prepared: dict[str, Problem | PreparedProblem] = {}
     n = 0
     for (pid, seed), texts in cur.units.items():
-        slots: list[TraceScore | None] = [None] * len(texts)
+        slots: list[Verdict | None] = [None] * len(texts)
         for i, text in enumerate(texts):
             if (pid, seed, i) in reuse:
                 continue
@@ -426,22 +408,17 @@ def _prepared(problem: Problem) -> Problem | PreparedProblem:
 
 
 def _assemble(pool: Pool, cur: _Current, version: dict[str, str], reuse: dict,
-              full: dict[UnitKey, list[TraceScore | None]]) -> _Data:
-    rows: dict[UnitKey, tuple[CandidateScore, ...]] = {}
-    keys: dict[tuple[str, Any], Hashable | None] = {}  # answer keys per (task, id(answer)) of shared scores
+              full: dict[UnitKey, list[Verdict | None]]) -> _Data:
+    rows: dict[UnitKey, tuple[Verdict, ...]] = {}
     for (pid, seed), texts in cur.units.items():
-        task = cur.problems[pid].task
-        fresh = full.get((pid, seed))
+        fresh = full.get((pid, seed)) or []
         out = []
         for i in range(len(texts)):
             c = reuse.get((pid, seed, i))
             if c is None:
-                ts = fresh[i]  # type: ignore[index]
-                k = (task, id(ts))
-                if k not in keys:
-                    keys[k] = answer_key(task, ts.answer)
-                c = CandidateScore(tuple(int(b) for b in ts.bits), int(ts.total), dict(ts.reasons), ts.answer, keys[k],
-                                   bool(ts.grounded))
+                ts = fresh[i]
+                assert ts is not None  # every candidate without a stored row was scored into ``full``
+                c = ts.stored()
             out.append(c)
         rows[(pid, seed)] = tuple(out)
     return _Data(pool.root, dict(version), {pid: p.task for pid, p in cur.problems.items()}, dict(cur.hashes), rows,
@@ -501,5 +478,5 @@ def _atomic_write(path: Path, body: bytes) -> None:
         raise
 
 
-__all__ = ["CandidateScore", "ScoreMemo", "ScoreTable", "ScoreTableError", "ScoreTableWarning",
+__all__ = ["ScoreMemo", "ScoreTable", "ScoreTableError", "ScoreTableWarning",
            "StaleScoreTableError", "read_score_table", "score_table"]

@@ -28,9 +28,7 @@ def selection_name(name: str, k: int | None) -> str:
 def run_selector(selector: Selector, views: Sequence[SelectorView]) -> list[Selection]:
     """Firewall-check every view, run ``selector``, and validate its output."""
     for v in views:
-        if not v._cache.get("firewall_checked"):
-            check_view(v)
-            v._cache["firewall_checked"] = True
+        check_view(v)
     out = selector.select_many(list(views))
     if len(out) != len(views):
         raise SelectorError(f"selector {selector.name!r} returned {len(out)} selections for {len(views)} units")
@@ -74,7 +72,7 @@ def run_selection(
         raise SelectorError(f"--k {k} exceeds the pool's K={pool_k}")
     views = make_views(pool, k, comparators=stored)
     if any(not s.neural for s in sels):
-        (table if table is not None else score_table(pool, write=write, log=log)).prime(views)
+        views = (table if table is not None else score_table(pool, write=write, log=log)).with_verdicts(views)
     vh = view_hash(views)
     out: dict[str, list[dict[str, Any]]] = {}
     for sel in sels:

@@ -45,8 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="with --tasks: the generator seed (default 0)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    p.add_argument("--reward", choices=("fraction", "strict"), default="fraction",
-                   help="fraction: S/6 (default); strict: 1.0 only when all six bits pass")
+    p.add_argument("--reward", choices=("fraction", "strict", "validity"), default="fraction",
+                   help="fraction: S/6 (default); strict: 1.0 only when all six bits pass; validity: STRATEGY and "
+                   "ANSWER weigh most")
     p.add_argument("--max_sessions", "--max-sessions", type=int, default=64,
                    help="concurrent WebSocket sessions (default 64)")
     p.add_argument("--max_sessions_per_client", "--max-sessions-per-client", type=int, default=None,

@@ -77,10 +77,13 @@ from openenv.core.rubrics.base import Rubric
 from pydantic import Field
 
 import calver
-from calver.verifier import SLOTS, PreparedProblem, Problem, prepare, score
+from calver.reward import RewardSpec
+from calver.reward.completions import read_completion, strip_end_of_turn
+from calver.reward.problems import check_grounded
+from calver.reward.worker_main import score_row
+from calver.verifier import BIT_KEYS, PreparedProblem, Problem, Unscorable, prepare, score
 
-PART_NAMES: tuple[str, ...] = tuple(s.lower() for s in SLOTS)  # graph, query, strategy, derivation, result, answer
-REWARD_VARIANTS = ("fraction", "strict")
+PART_NAMES: tuple[str, ...] = BIT_KEYS  # graph, query, strategy, derivation, result, answer
 # A policy's contract trace is a few KB; a 32,000-character trace scores in tens of milliseconds, the 128 KB
 # adjacency matrices the 2026-12-03 audit used to slow other clients take ~0.25 s (scoring is thread-safe and
 # runs in each session's thread, no global lock: the GIL shares the CPU between clients).
@@ -140,23 +143,19 @@ class VerifierBit(Rubric):
 
 
 class VerifierRubric(Rubric):
-    """The verifier's reward as an OpenEnv rubric of six named parts (``graph`` .. ``answer``, in slot order).
+    """The verifier's reward as an OpenEnv rubric of six named parts (``graph`` .. ``answer``, in slot order),
+    combined by :class:`calver.reward.RewardSpec` (``fraction`` S/6, ``strict``, ``validity``, or ``weighted``
+    with ``weights``)."""
 
-    ``variant="fraction"``: the mean of the parts (S/6); ``"strict"``: 1.0 only when all six pass."""
-
-    def __init__(self, variant: str = "fraction") -> None:
+    def __init__(self, variant: str = "fraction", weights: Sequence[float] | None = None) -> None:
         super().__init__()
-        if variant not in REWARD_VARIANTS:
-            raise ValueError(f"reward variant must be one of {REWARD_VARIANTS}, got {variant!r}")
+        self.spec = RewardSpec(variant, tuple(weights) if weights is not None else None)
         self.variant = variant
         for name in PART_NAMES:
             setattr(self, name, VerifierBit(name))
 
     def forward(self, action: Any, observation: Any) -> float:
-        parts = [child(action, observation) for child in self.children()]
-        if self.variant == "strict":
-            return 1.0 if all(p == 1.0 for p in parts) else 0.0
-        return sum(parts) / len(parts)
+        return self.spec.value([int(child(action, observation)) for child in self.children()])
 
     def reset(self) -> None:
         """Forget the last scores (of the whole rubric and of each part)."""
@@ -192,10 +191,7 @@ def serve_problem(problem: Problem, *, allow_ungrounded: bool = False) -> Served
         view = problem_json(stripped)
     except (KeyError, ValueError, RuntimeError) as e:  # unregistered task, ProblemError, FirewallError
         raise ValueError(f"problem {pid!r} cannot be served: {type(e).__name__}: {e}") from None
-    if not (allow_ungrounded or prepared.grounded):
-        raise ValueError(f"problem {pid!r} ({problem.task}) is in constructed mode without its source graph: its "
-                         "reward would measure the trace's consistency with its own GRAPH, not correctness "
-                         "(pass allow_ungrounded to serve it anyway)")
+    check_grounded(prepared, allow_ungrounded)  # UngroundedProblemError (a ValueError) names the problem
     return ServedProblem(pid, problem.task, prompt, view, prepared)
 
 
@@ -315,8 +311,6 @@ def _trace_text(trace: Any) -> tuple[str | None, str]:
         return None, "no trace in the action"
     if not isinstance(trace, list):
         return None, f"the trace is a {type(trace).__name__}, not text or a list of chat messages"
-    from calver.train.rewards import read_completion  # torch-free; TRL's completion shapes
-
     text, why = read_completion(trace)
     return text, (why if text is None else "")
 
@@ -388,12 +382,12 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
             return self._unscorable(f"unscorable trace: {why}", sp)
         if len(text) > self.max_trace_chars:
             return self._unscorable(f"trace is {len(text)} characters, over the limit of {self.max_trace_chars}", sp)
-        try:
-            ts = score(text, sp.prepared)  # thread-safe: sessions score in their own threads, no global lock
-        except Exception as e:  # noqa: BLE001 - a scorer bug: this action is unscorable, the server goes on
-            LOG.warning("scorer error on %s: %s: %s", sp.id, type(e).__name__, e)
+        # the one row scorer (thread-safe: sessions score in their own threads, no global lock)
+        ts = score_row(score, strip_end_of_turn(text), sp.prepared)
+        if isinstance(ts, Unscorable):  # a scorer bug: this action is unscorable, the server goes on
+            LOG.warning("%s on %s", ts.reason, sp.id)
             return self._unscorable("scorer error", sp)
-        bits = dict(zip(PART_NAMES, map(int, ts.bits)))
+        bits = ts.bit_map
         if LOG.isEnabledFor(logging.INFO):  # the reasons stay here: they name hidden answers
             LOG.info("episode %s problem %s bits %s reasons %s", self._state.episode_id, sp.id, ts.bits,
                      json.dumps(ts.reasons, ensure_ascii=False))

@@ -31,13 +31,13 @@ from typing import Any, Awaitable, Callable
 from calver.integrations.openenv_env import (
     ENV_NAME,
     MAX_TRACE_CHARS,
-    REWARD_VARIANTS,
     CalverEnvironment,
     CalverObservation,
     ProblemSet,
     TraceAction,
     check_pick_args,
 )
+from calver.reward import RewardSpec
 
 MAX_SESSIONS = 64
 IDLE_TIMEOUT_S = 300.0  # a rollout's generation happens between reset and step: minutes on a CPU
@@ -249,8 +249,7 @@ def build_app(problems: ProblemSet, *, reward: str = "fraction", max_sessions: i
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.types import ConcurrencyConfig
 
-    if reward not in REWARD_VARIANTS:
-        raise ValueError(f"reward variant must be one of {REWARD_VARIANTS}, got {reward!r}")
+    RewardSpec(reward)  # raises on an unknown variant (or one that needs weights)
     per_client = max(1, (3 * max_sessions) // 4) if max_sessions_per_client is None else max_sessions_per_client
     factory = functools.partial(CalverEnvironment, problems, reward=reward, max_trace_chars=max_trace_chars)
     config = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s)

@@ -12,17 +12,21 @@ prompts and ``labels`` the dataset's ``--data.label_key`` column: here ``problem
 
 torch is imported inside the call, only to build those tensors (OpenRLHF always has it); without torch the
 values are lists of floats. An unscorable row gets reward 0.0, bits 0 and ``calver/unscorable`` 1 (see
-:mod:`calver.integrations` for why). Never raises.
+:mod:`calver.reward.spec` for why). Never raises for a row. OpenRLHF's HTTP mode
+(``--reward.remote_url http://HOST:PORT/get_reward``) is served by :mod:`calver.integrations.openrlhf_server`
+with the same logic.
 
 The response is cut out of the query with the model's chat-template markers: the text after the prompt
 (or after its assistant header), up to the first end-of-turn token, with any other special token removed.
 The markers default to ChatML (Qwen2-style ``<|im_start|>assistant\\n ... <|im_end|>``); set
 ``CALVER_CHAT_TOKENIZER=/path/to/model`` to derive them from that tokenizer's chat template
-(:func:`markers_from_tokenizer`), or build your own function with :func:`make_reward_func`.
+(:func:`markers_from_tokenizer`), or build your own function with :func:`make_reward_func`. Whatever the
+markers, the response is also cut at the first end-of-turn token of any major chat template
+(:data:`calver.reward.completions.END_OF_TURN_MARKERS`: Llama 3, Mistral, Gemma, Phi, DeepSeek, ...), so a
+non-ChatML policy does not lose its ANSWER bit to a trailing ``<|eot_id|>``.
 
-Reward options (OpenRLHF passes no kwargs to a reward file): ``CALVER_REWARD_VARIANT``
-(fraction|strict), ``CALVER_REWARD_BUDGET_S`` and ``CALVER_REWARD_WORKERS`` (the time-budgeted path of
-``calver.train.rewards.VerifierReward``, when it has one).
+Reward options (OpenRLHF passes no kwargs to a reward file): the ``CALVER_REWARD_*`` environment
+(:mod:`calver.reward.options`), read when OpenRLHF loads this file: a bad value stops the load, naming it.
 
 The path to give OpenRLHF: ``python -c "import calver.integrations.openrlhf as m; print(m.__file__)"``.
 """
@@ -34,7 +38,8 @@ import os
 import threading
 from typing import Any, Callable, NamedTuple, Sequence
 
-from calver.integrations import BIT_KEYS, UNSCORABLE_REWARD, env_options, score_batch
+from calver.reward import RewardOptions, RewardSpec, score_batch
+from calver.verifier import BIT_KEYS, RowResult, Unscorable
 
 logger = logging.getLogger(__name__)
 
@@ -140,54 +145,58 @@ def _column(values: list[float]) -> Any:
     return torch.tensor(values, dtype=torch.float32)
 
 
-def _result(rewards: list[float], bits: list[tuple[int, ...]], unscorable: list[int]) -> dict[str, Any]:
-    logs = {LOG_PREFIX + k: _column([float(b[i]) for b in bits]) for i, k in enumerate(BIT_KEYS)}
-    logs[LOG_PREFIX + "unscorable"] = _column([float(u) for u in unscorable])
-    return {"rewards": _column(rewards), "scores": _column(rewards), "extra_logs": logs}
+def columns(results: Sequence[RowResult], spec: RewardSpec) -> tuple[list[float], dict[str, list[float]]]:
+    """Rewards and per-bit log columns of scored rows (0.0 and all bits 0 for an unscorable row)."""
+    rewards = [spec.number(r) for r in results]
+    logs = {LOG_PREFIX + k: [0.0 if isinstance(r, Unscorable) else float(r.bits[i]) for r in results]
+            for i, k in enumerate(BIT_KEYS)}
+    logs[LOG_PREFIX + "unscorable"] = [float(isinstance(r, Unscorable)) for r in results]
+    return rewards, logs
+
+
+def _result(results: Sequence[RowResult], spec: RewardSpec) -> dict[str, Any]:
+    rewards, logs = columns(results, spec)
+    return {"rewards": _column(rewards), "scores": _column(rewards),
+            "extra_logs": {k: _column(v) for k, v in logs.items()}}
 
 
 def make_reward_func(tokenizer: Any = None, markers: ChatMarkers | None = None,
                      **options: Any) -> Callable[..., dict[str, Any]]:
-    """An OpenRLHF ``reward_func(queries, prompts, labels, **kwargs)`` whose markers come from ``markers``,
-    else ``tokenizer``'s chat template, else ChatML. ``options``: ``variant``, ``weights``,
-    ``allow_ungrounded``, ``budget_s``, ``workers`` (as :func:`calver.integrations.score_batch`)."""
+    """An OpenRLHF ``reward_func(queries, prompts, labels)`` whose markers come from ``markers``, else
+    ``tokenizer``'s chat template, else ChatML. ``options``: :class:`calver.reward.RewardOptions` fields
+    (``variant``, ``weights``, ``allow_ungrounded``, ``budget_s``, ``workers``; a bad one raises here)."""
     if markers is None:
         markers = markers_from_tokenizer(tokenizer) if tokenizer is not None else CHATML
+    opts = RewardOptions.parse(options)
 
     def reward_func(queries: Sequence[Any], prompts: Sequence[Any] | None = None,
                     labels: Sequence[Any] | None = None, **kwargs: Any) -> dict[str, Any]:
-        return _score(queries, prompts, labels, markers, {**options, **_opts(kwargs)})
+        return _result(*score_queries(queries, prompts, labels, markers, opts))
 
     return reward_func
 
 
-def _opts(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: kwargs[k] for k in ("variant", "weights", "allow_ungrounded", "budget_s", "workers")
-            if kwargs.get(k) is not None}
-
-
-def _score(queries: Any, prompts: Any, labels: Any, markers: ChatMarkers, options: dict[str, Any]) -> dict[str, Any]:
+def score_queries(queries: Any, prompts: Any, labels: Any, markers: ChatMarkers,
+                  options: RewardOptions) -> tuple[list[RowResult], RewardSpec]:
+    """Each decoded query's response scored against its label (a problem JSON). Never raises: a batch
+    that cannot be read gives one unscorable row per query it could count."""
     qs = _rows(queries)
     n = len(qs) if qs is not None else 0
     try:
-        ps = _rows(prompts) or []
-        ls = _rows(labels) or []
+        ps = (_rows(prompts) or [])[:n]
+        ls = (_rows(labels) or [])[:n]
         ps += [None] * (n - len(ps))
         ls += [None] * (n - len(ls))
         texts = []
         for q, p in zip(qs or [], ps):
             try:
                 texts.append(response_text(q, p, markers))
-            except Exception:  # noqa: BLE001 - an odd prompt: score the whole query
+            except (TypeError, ValueError, AttributeError):  # an odd prompt: score the whole query
                 texts.append(q if isinstance(q, str) else None)
-        verdicts = score_batch(texts, ls[:n], **options)
-        if len(verdicts) != n:
-            raise RuntimeError(f"{len(verdicts)} verdicts for {n} queries")
-        return _result([v.reward for v in verdicts], [v.bits for v in verdicts],
-                       [int(v.unscorable) for v in verdicts])
-    except Exception:  # noqa: BLE001 - OpenRLHF drops a sample's reward when this raises; never do
+        return score_batch(texts, ls, options), options.spec
+    except Exception as e:  # noqa: BLE001 - OpenRLHF drops a sample's reward when this raises; never do
         logger.exception("calver OpenRLHF reward: unexpected error")
-        return _result([UNSCORABLE_REWARD] * n, [(0,) * len(BIT_KEYS)] * n, [1] * n)
+        return [Unscorable(f"adapter error: {type(e).__name__}: {e}"[:300])] * n, options.spec
 
 
 _default_markers: ChatMarkers | None = None
@@ -207,20 +216,18 @@ def default_markers() -> ChatMarkers:
                     from transformers import AutoTokenizer
 
                     found = markers_from_tokenizer(AutoTokenizer.from_pretrained(path))
-                except Exception as e:  # noqa: BLE001
+                except (OSError, ValueError, ImportError, TypeError, KeyError) as e:
                     logger.warning("calver OpenRLHF reward: cannot read the chat template of %s (%s); using "
                                    "ChatML markers", path, e)
             _default_markers = found
         return _default_markers
 
 
+ENV_OPTIONS = RewardOptions.from_env()  # read when OpenRLHF loads this file: a bad value stops the load
+
+
 def reward_func(queries: Sequence[Any], prompts: Sequence[Any] | None = None, labels: Sequence[Any] | None = None,
                 **kwargs: Any) -> dict[str, Any]:
-    """OpenRLHF's entry point (see the module docstring). Options from the ``CALVER_REWARD_*`` environment,
-    overridden by ``kwargs``. Never raises."""
-    try:
-        markers = default_markers()
-        options = {**env_options(), **_opts(kwargs)}
-    except Exception:  # noqa: BLE001
-        markers, options = CHATML, {}
-    return _score(queries, prompts, labels, markers, options)
+    """OpenRLHF's entry point (see the module docstring): options from the ``CALVER_REWARD_*`` environment.
+    Never raises."""
+    return _result(*score_queries(queries, prompts, labels, default_markers(), ENV_OPTIONS))

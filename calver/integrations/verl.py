@@ -13,9 +13,24 @@ Return value (every key always present, every value a number, so verl's per-key 
     {"score": float, "graph": 0|1, "query": 0|1, "strategy": 0|1, "derivation": 0|1, "result": 0|1,
      "answer": 0|1, "unscorable": 0|1}
 
-``score`` is the reward variant's value (``variant="fraction"``: S/6; ``"strict"``; ``"weighted"`` with
-``weights``; pass them as ``reward_kwargs``). An unscorable row gets ``score`` 0.0, all bits 0 and
-``unscorable`` 1 (verl has no per-sample None; see :mod:`calver.integrations` for why 0.0).
+``score`` is the reward variant's value (:class:`calver.reward.RewardSpec`: ``variant="fraction"`` S/6,
+``"strict"``, ``"weighted"`` with ``weights``, ``"validity"``; pass them as ``reward_kwargs``, with
+``budget_s``/``workers``/``allow_ungrounded``; a bad one raises, and verl stops the run naming it). An
+unscorable row gets ``score`` 0.0, all bits 0 and ``unscorable`` 1 (verl has no per-sample None; see
+:mod:`calver.reward.spec` for why 0.0).
+
+``compute_score_async`` is the same as a coroutine (``reward.custom_reward_function.name=compute_score_async``):
+verl awaits it in its reward loop instead of running it in the loop's default executor; scoring runs in a
+thread, and concurrent samples share the worker pool when ``budget_s``/``workers`` are set.
+
+What verl logs when (0.9.1): the bit keys become training metrics only under ``algorithm.adv_estimator=gdpo``
+for the keys in ``algorithm.gdpo_reward_keys``; otherwise they appear in validation metrics (per
+``data_source``) and in the rollout dumps when ``trainer.rollout_data_dir`` is set.
+
+Prompt length: verl's default ``data.max_prompt_length`` is 512 tokens, and its agent loop left-truncates a
+longer prompt with only a warning, cutting the contract's system message first. Set
+``data.max_prompt_length=2048 data.max_response_length=1024`` (or ``data.filter_overlong_prompts=True``);
+:func:`write_parquet` warns when prompts exceed ``max_prompt_tokens``.
 
 Where the problem travels: ``extra_info["problem_json"]`` (``Problem.to_dict()`` as JSON, the ``calver gen``
 ``problem_json`` column). When it is missing, a ``ground_truth`` that is itself a problem JSON object is used.
@@ -38,26 +53,30 @@ Export: ``export_parquet(problems, path)`` or, from a ``calver gen --out DIR`` f
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from calver.integrations import BIT_KEYS, UNSCORABLE_REWARD, Verdict, bits_dict, score_batch
+from calver.reward import ADAPTER_STATS, UNSCORABLE_REWARD, RewardOptions, score_batch
+from calver.reward.problems import check_grounded
+from calver.verifier import BIT_KEYS, RowResult, Unscorable
 
 logger = logging.getLogger(__name__)
 
 DATA_SOURCE_PREFIX = "calver/"
 ABILITY = "causal_reasoning"
 RESULT_KEYS = ("score", *BIT_KEYS, "unscorable")
+VERL_DEFAULT_PROMPT_TOKENS = 512  # verl 0.9.1's data.max_prompt_length
+CHARS_PER_TOKEN = 3.5  # a conservative estimate for English + graph notation without a tokenizer
 
 
-def _result(v: Verdict) -> dict[str, float | int]:
-    out: dict[str, float | int] = {"score": float(v.reward)}
-    out.update(bits_dict(v))
-    out["unscorable"] = int(v.unscorable)
-    return out
+def _result(r: RowResult, options: RewardOptions) -> dict[str, float | int]:
+    if isinstance(r, Unscorable):
+        return _unscorable_result()
+    return {"score": float(options.spec.value(r.bits)), **r.bit_map, "unscorable": 0}
 
 
 def _unscorable_result() -> dict[str, float | int]:
@@ -82,46 +101,30 @@ def _problem_of(ground_truth: Any, extra_info: Any) -> Any:
     return None
 
 
-def _options(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: kwargs[k] for k in ("variant", "weights", "allow_ungrounded", "budget_s", "workers")
-            if kwargs.get(k) is not None}
-
-
 def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
                   extra_info: Any = None, **kwargs: Any) -> dict[str, float | int]:
     """verl's per-sample custom reward (see the module docstring for the returned dict).
 
     ``kwargs``: verl's own extras (ignored) and the reward options from
-    ``reward.custom_reward_function.reward_kwargs``: ``variant``, ``weights``, ``allow_ungrounded``,
-    ``budget_s`` (per-call time budget, through ``VerifierReward``'s worker pool when it has one) and
-    ``workers``. Never raises."""
+    ``reward.custom_reward_function.reward_kwargs`` (:class:`calver.reward.RewardOptions`: ``variant``,
+    ``weights``, ``allow_ungrounded``, ``budget_s``, ``workers``). Raises ``ValueError`` only for a bad
+    option (a configuration error); never for a row."""
+    options = RewardOptions.parse(kwargs)
     try:
+        if not isinstance(solution_str, str):  # verl decodes a string; anything else is no response
+            ADAPTER_STATS.add([Unscorable(f"solution_str is a {type(solution_str).__name__}, not text")])
+            return _unscorable_result()
         problem = _problem_of(ground_truth, extra_info)  # None: an unscorable row ("no problem_json")
-        return _result(score_batch([solution_str], [problem], **_options(kwargs))[0])
+        return _result(score_batch([solution_str], [problem], options)[0], options)
     except Exception:  # noqa: BLE001 - verl stops the run on a raising reward; a bad row scores as unscorable
         logger.exception("calver verl reward: unexpected error")
         return _unscorable_result()
 
 
-def compute_score_batch(data_sources: Sequence[Any] = (), solution_strs: Sequence[Any] = (),
-                        ground_truths: Sequence[Any] = (), extra_infos: Sequence[Any] = (),
-                        **kwargs: Any) -> list[dict[str, float | int]]:
-    """The same for verl's batch reward manager (``compute_score(data_sources=, solution_strs=,
-    ground_truths=, extra_infos=)``): one dict per response, scored as one batch (one worker-pool call
-    when ``budget_s``/``workers`` are set). Never raises."""
-    try:
-        texts = list(solution_strs)
-        n = len(texts)
-        gts = list(ground_truths) + [None] * n
-        infos = list(extra_infos) + [None] * n
-        problems = [_problem_of(gts[i], infos[i]) for i in range(n)]
-        return [_result(v) for v in score_batch(texts, problems, **_options(kwargs))]
-    except Exception:  # noqa: BLE001
-        logger.exception("calver verl batch reward: unexpected error")
-        try:
-            return [_unscorable_result() for _ in solution_strs]
-        except Exception:  # noqa: BLE001
-            return []
+async def compute_score_async(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
+                              extra_info: Any = None, **kwargs: Any) -> dict[str, float | int]:
+    """:func:`compute_score` as a coroutine (scored in a thread; verl awaits it)."""
+    return await asyncio.to_thread(compute_score, data_source, solution_str, ground_truth, extra_info, **kwargs)
 
 
 # ---- export -------------------------------------------------------------------------------------
@@ -159,15 +162,43 @@ def _check_grounded(grpo_rows: Sequence[dict[str, Any]]) -> None:
     from calver.verifier import Problem, prepare
 
     for r in grpo_rows:
-        p = prepare(Problem.from_dict(json.loads(r["problem_json"])))
-        if not p.grounded:
-            raise ValueError(f"problem {p.id or '(no id)'} ({p.task}) is in constructed mode without its source "
-                             "graph: its reward would measure the trace's consistency with its own GRAPH. Keep the "
-                             "source graph (the generators do), or pass allow_ungrounded=True")
+        try:
+            check_grounded(prepare(Problem.from_dict(json.loads(r["problem_json"]))))
+        except ValueError as e:  # UngroundedProblemError: the one grounding rule and message
+            raise ValueError(str(e)) from None
+
+
+def check_prompt_lengths(grpo_rows: Sequence[dict[str, Any]], max_prompt_tokens: int, tokenizer: Any = None) -> int:
+    """How many prompts exceed ``max_prompt_tokens`` (verl's ``data.max_prompt_length``), counted with
+    ``tokenizer`` (its chat template) when given, else estimated at 3.5 characters per token; warns naming the
+    longest. verl left-truncates a longer prompt, cutting the contract's system message first."""
+    lengths = []
+    for r in grpo_rows:
+        msgs = r["prompt"]
+        if tokenizer is not None:
+            n = len(tokenizer.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True))
+        else:
+            n = int(sum(len(str(m.get("content", ""))) for m in msgs) / CHARS_PER_TOKEN) + 8 * len(msgs)
+        lengths.append(n)
+    over = [n for n in lengths if n > max_prompt_tokens]
+    if over:
+        logger.warning("verl export: %d of %d prompts exceed %d tokens (longest %d%s): verl left-truncates them, "
+                       "cutting the system message first; set data.max_prompt_length=%d (or "
+                       "data.filter_overlong_prompts=True)", len(over), len(lengths), max_prompt_tokens, max(over),
+                       "" if tokenizer is not None else ", estimated", _round_up(max(over)))
+    return len(over)
+
+
+def _round_up(n: int) -> int:
+    p = 512
+    while p < n:
+        p *= 2
+    return p
 
 
 def write_parquet(grpo_rows: Sequence[dict[str, Any]], path: str | Path, split: str = "train",
-                  allow_ungrounded: bool = False) -> int:
+                  allow_ungrounded: bool = False, max_prompt_tokens: int = VERL_DEFAULT_PROMPT_TOKENS,
+                  tokenizer: Any = None) -> int:
     """Write ``calver gen`` GRPO rows as a verl parquet file; returns the row count. Refuses an ungrounded
     problem (unless ``allow_ungrounded``): a data error is cheaper to stop here than to train on."""
     try:
@@ -180,6 +211,7 @@ def write_parquet(grpo_rows: Sequence[dict[str, Any]], path: str | Path, split: 
         raise ValueError("verl export: no rows to write")
     if not allow_ungrounded:
         _check_grounded(grpo_rows)
+    check_prompt_lengths(grpo_rows, max_prompt_tokens, tokenizer)
     table = pa.Table.from_pylist(to_verl_rows(grpo_rows, split), schema=_schema())
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -225,9 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="train", help="written to extra_info.split (default: train)")
     ap.add_argument("--allow_ungrounded", action="store_true",
                     help="export constructed-mode problems without their source graph")
+    ap.add_argument("--max_prompt_tokens", type=int, default=VERL_DEFAULT_PROMPT_TOKENS,
+                    help="warn for prompts longer than this (verl's data.max_prompt_length; default 512)")
     args = ap.parse_args(argv)
     try:
-        n = write_parquet(read_gen_rows(args.source), args.out, args.split, args.allow_ungrounded)
+        n = write_parquet(read_gen_rows(args.source), args.out, args.split, args.allow_ungrounded,
+                          args.max_prompt_tokens)
     except (OSError, ValueError, KeyError, ImportError) as e:
         print(f"calver verl export: error: {e}", file=sys.stderr)
         return 2

@@ -182,12 +182,12 @@ class TaskFamily:
 
         Both modes judge b3-b6 on the source when it exists; a constructed-mode trace's own graph is
         only a fallback for sourceless problems, whose score then measures consistency, not
-        correctness (``TraceScore.grounded`` is False)."""
+        correctness (``Verdict.grounded`` is False)."""
         return problem.graph
 
     def verification_graph(self, problem: Problem, trace_graph: Any = None, graph_ok: bool = False,
                            source: Any = _UNSET) -> Any:
-        """The one rule for what b3-b6 of a trace are judged on (``TraceScore.g_ver``): the problem's
+        """The one rule for what b3-b6 of a trace are judged on (``Verdict.g_ver``): the problem's
         source when it has one (or the problem is supplied-mode); else, in sourceless constructed
         mode, the trace's own parsed GRAPH slot ``trace_graph`` only if it passed b1 (``graph_ok``);
         else None. ``source`` is :meth:`verification_object` when the caller already has it."""
@@ -229,7 +229,7 @@ class TaskFamily:
         raise NotImplementedError(f"{self.name} does not parse objects")
 
     def parse_answer(self, text: str) -> Any:
-        """Parse the ANSWER slot (``TraceScore.answer``; the CALVER tie rule counts it as answered).
+        """Parse the ANSWER slot (``Verdict.answer``; the CALVER tie rule counts it as answered).
         Default :meth:`parse_object`; a decision family whose STRATEGY holds evidence (a witness, an
         adjustment set) accepts only a decision here."""
         return self.parse_object(text)

@@ -82,7 +82,7 @@ class PreparedProblem:
 
     @property
     def grounded(self) -> bool:
-        """Whether scores are judged against the problem's source (``TraceScore.grounded``)."""
+        """Whether scores are judged against the problem's source (``Verdict.grounded``)."""
         return self.source is not None or self.problem.mode == "supplied"
 
     @property

@@ -39,7 +39,7 @@ class Problem:
     - ``graph``: the source graph G*. Both modes judge b3-b6 on it when present
       (``TaskFamily.verification_object``); ``supplied`` mode also shows it to the policy, while in
       ``constructed`` mode it is a label the firewall strips. A constructed-mode problem without it is
-      judged on each trace's own GRAPH (``TraceScore.grounded`` is False).
+      judged on each trace's own GRAPH (``Verdict.grounded`` is False).
     - ``text``: the prompt's description (prose for constructed mode; optional otherwise).
     - ``variables``: the prompt's variables (constructed mode: a trace graph may use only these).
     - ``data``: family payload visible to the policy (CPTs for ATE, statements for K&K).

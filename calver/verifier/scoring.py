@@ -6,10 +6,9 @@ malformed *problem* (a ``ProblemError`` naming the field), since that is the cal
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from calver.verifier.contract import SLOTS, SlotParse, parse_kv, split_slots
+from calver.verifier.contract import SLOTS, parse_kv, split_slots
 from calver.verifier.family import Check, TraceContext
 from calver.verifier.formats.objects import empty_set_word
 from calver.verifier.graph import GraphError
@@ -18,43 +17,9 @@ from calver.verifier.prepared import PreparedProblem, prepare
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import get_family
 from calver.verifier.values import normalize_value, values_equal
+from calver.verifier.verdict import Verdict
 
 TIE_RULES = ("first", "best", "worst")
-
-
-@dataclass
-class TraceScore:
-    bits: list[int]
-    reasons: dict[str, str] = field(default_factory=dict)  # slot -> why its bit failed
-    answer: Any = None  # the parsed ANSWER object (None if it did not parse)
-    task: str = ""
-    # False when the problem carries no source to judge the trace on (a constructed-mode problem
-    # without its graph): the bits then measure the trace's consistency with its own GRAPH, not
-    # correctness. Rewards refuse such problems unless asked (``VerifierReward(allow_ungrounded=True)``).
-    grounded: bool = True
-    # What the scorer parsed, so audits, feedback and certificates need not re-split the text (not
-    # part of equality, repr or to_dict): the six slots, the parsed GRAPH slot (None if absent or
-    # unparsable) and what b3-b6 were judged on (``TaskFamily.verification_graph``; None if nothing).
-    slots: SlotParse | None = field(default=None, compare=False, repr=False)
-    trace_graph: Any = field(default=None, compare=False, repr=False)
-    g_ver: Any = field(default=None, compare=False, repr=False)
-
-    @property
-    def total(self) -> int:
-        return sum(self.bits)
-
-    @property
-    def max_score(self) -> bool:
-        return self.total == len(SLOTS)
-
-    def to_dict(self) -> dict[str, Any]:
-        ans = self.answer
-        if isinstance(ans, (set, frozenset)):
-            ans = sorted(ans)
-        elif isinstance(ans, tuple):
-            ans = list(ans)
-        return {"bits": list(self.bits), "total": self.total, "reasons": dict(self.reasons), "answer": ans,
-                "grounded": self.grounded}
 
 
 def _memo_put(memo: dict, key: tuple, text: str | int | None, value: Any, per_char: int = 8) -> Any:
@@ -77,7 +42,7 @@ def _safe(fn, *args) -> Check:
     return result
 
 
-def score(trace_text: str, problem: Problem | PreparedProblem) -> TraceScore:
+def score(trace_text: str, problem: Problem | PreparedProblem) -> Verdict:
     """Score one trace against ``problem``: six bits, their total, and a reason per failed bit.
 
     A pool's candidates repeat GRAPH/QUERY/DERIVATION slots, so slot checks are memoized per problem
@@ -86,7 +51,7 @@ def score(trace_text: str, problem: Problem | PreparedProblem) -> TraceScore:
     try:
         prepared = prepare(problem)
     except KeyError as e:  # only get_family's: prepare turns a family's KeyError into a ProblemError
-        return TraceScore([0] * 6, {s: f"unregistered task: {e.args[0]}" for s in SLOTS}, task=problem.task)
+        return Verdict([0] * 6, {s: f"unregistered task: {e.args[0]}" for s in SLOTS}, task=problem.task)
     problem, family, query, memo = prepared.problem, prepared.family, prepared.query, prepared.memo
     slots = split_slots(trace_text)
     ctx = TraceContext(problem=problem, query=query, slots=slots, memo=memo)
@@ -156,19 +121,19 @@ def score(trace_text: str, problem: Problem | PreparedProblem) -> TraceScore:
         record(3, "DERIVATION", hit[1])
     record(4, "RESULT", _safe(family.check_result, ctx))
     record(5, "ANSWER", _safe(family.check_answer, ctx))
-    return TraceScore(bits, reasons, ctx.answer, problem.task, prepared.grounded, slots, ctx.trace_graph,
+    return Verdict(bits, reasons, ctx.answer, problem.task, prepared.grounded, slots, ctx.trace_graph,
                       ctx.g_ver)
 
 
 def verification_object(trace_text: str, problem: Problem | PreparedProblem) -> Any:
-    """What ``trace_text`` is judged on, exactly as :func:`score` judges it (``TraceScore.g_ver``):
+    """What ``trace_text`` is judged on, exactly as :func:`score` judges it (``Verdict.g_ver``):
     the problem's source (G*, or the family's formal object) when it has one, else the trace's own
     GRAPH slot if it passed b1, else None."""
     return score(trace_text, problem).g_ver
 
 
 def is_grounded(problem: Problem | PreparedProblem) -> bool:
-    """Whether scores on ``problem`` are judged against its source (see ``TraceScore.grounded``).
+    """Whether scores on ``problem`` are judged against its source (see ``Verdict.grounded``).
     Raises ``KeyError`` for an unregistered task and ``ProblemError`` for a malformed problem."""
     if isinstance(problem, PreparedProblem):
         return problem.grounded
@@ -285,7 +250,7 @@ def select_from_scores(totals: Sequence[int], tie: str = "first", *, traces=None
     """The CALVER rule on precomputed totals (the one implementation every caller uses).
 
     ``first``: among the candidates tied at the maximum total, the earliest whose ANSWER parsed
-    (``parsed[i]``, i.e. ``TraceScore.answer is not None``), else the earliest. An unparsable ANSWER
+    (``parsed[i]``, i.e. ``Verdict.answer is not None``), else the earliest. An unparsable ANSWER
     can still score 5/6 through the STRATEGY fallback; it must not win a tie against an answer.
     ``parsed=None``: computed by scoring the tied ``traces`` on ``problem`` when both are given, else
     every candidate counts as parsed (the plain earliest maximum).
@@ -299,7 +264,7 @@ def select_from_scores(totals: Sequence[int], tie: str = "first", *, traces=None
     tied = [i for i, s in enumerate(totals) if s == best]
     if len(tied) == 1:
         return tied[0]
-    scored: dict[int, TraceScore] = {}
+    scored: dict[int, Verdict] = {}
     if (parsed is None or (tie != "first" and correct is None)) and traces is not None and problem is not None:
         scored = {i: score(traces[i], problem) for i in tied}
     if parsed is None and scored:

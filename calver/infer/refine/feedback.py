@@ -20,7 +20,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from calver.verifier import SLOTS, Problem, TraceScore, contract_instructions, get_family, score
+from calver.verifier import SLOTS, Problem, Verdict, contract_instructions, get_family, score
 
 HEADER = (
     "A symbolic verifier checked your answer slot by slot; {n} of 6 checks failed. Revise your answer: "
@@ -47,7 +47,7 @@ _RECOMPUTED = re.compile(r"(differs from [^=]*?)=\s*-?\d+(?:\.\d+)?(?:e-?\d+)?")
 _MISSES = re.compile(r"\bmisses [^;.]+")
 
 
-def _own_keys(fam, ts: TraceScore) -> set[Any]:
+def _own_keys(fam, ts: Verdict) -> set[Any]:
     keys = set()
     for slot in ("STRATEGY", "ANSWER"):
         text = ts.slots.values.get(slot) if ts.slots is not None else None
@@ -60,7 +60,7 @@ def _own_keys(fam, ts: TraceScore) -> set[Any]:
     return keys
 
 
-def redact(reason: str, trace: str, problem: Problem, ts: TraceScore | None = None) -> str:
+def redact(reason: str, trace: str, problem: Problem, ts: Verdict | None = None) -> str:
     """``reason`` with every named object that is valid on the verification graph, other than the
     trace's own STRATEGY/ANSWER, replaced by "another set" (the family says where its objects are
     written: :meth:`~calver.verifier.family.TaskFamily.object_mentions`); decisions and recomputed
@@ -100,11 +100,11 @@ def redact(reason: str, trace: str, problem: Problem, ts: TraceScore | None = No
 
 
 # ---- feedback ----------------------------------------------------------------------------------------
-def failed_slots(ts: TraceScore) -> list[str]:
+def failed_slots(ts: Verdict) -> list[str]:
     return [s for s, b in zip(SLOTS, ts.bits) if not b]
 
 
-def slot_feedback(trace: str, problem: Problem, ts: TraceScore | None = None) -> dict[str, str]:
+def slot_feedback(trace: str, problem: Problem, ts: Verdict | None = None) -> dict[str, str]:
     """Failed slot -> one feedback sentence (the family's reason, redacted, plus the slot's contract text)."""
     ts = ts if ts is not None else score(trace, problem)
     try:
@@ -121,7 +121,7 @@ def slot_feedback(trace: str, problem: Problem, ts: TraceScore | None = None) ->
     return out
 
 
-def feedback_for(trace: str, problem: Problem, ts: TraceScore | None = None) -> str:
+def feedback_for(trace: str, problem: Problem, ts: Verdict | None = None) -> str:
     """The revision request for ``trace``: one line per failed slot; "" if the trace is max-score.
 
     ``problem`` must be label-free (the firewall view's problem): feedback is built only from what

@@ -32,7 +32,7 @@ from calver.infer.pool import Pool
 from calver.infer.refine.feedback import feedback_for
 from calver.infer.score_table import ScoreTable, score_table
 from calver.infer.selectors import candidate_scores
-from calver.verifier import SLOTS, TraceScore, score, select_from_scores
+from calver.verifier import SLOTS, Verdict, score, select_from_scores
 
 MAX_SCORE = len(SLOTS)
 
@@ -101,7 +101,7 @@ class Cand:
     answer: Any = field(default=None, repr=False)
 
 
-def _cand(text: str, n_tok: int, origin: str, rnd: int, view: SelectorView, known: dict[str, TraceScore]) -> Cand:
+def _cand(text: str, n_tok: int, origin: str, rnd: int, view: SelectorView, known: dict[str, Verdict]) -> Cand:
     """A candidate of ``view``'s unit; ``known`` (text -> score, per problem) scores a repeated text once."""
     ts = known.get(text)
     if ts is None:
@@ -109,7 +109,7 @@ def _cand(text: str, n_tok: int, origin: str, rnd: int, view: SelectorView, know
     return Cand(text, int(n_tok), origin, rnd, ts.total, list(ts.bits), ts.answer)
 
 
-def _feedback(c: Cand, view: SelectorView, known: dict[str, TraceScore]) -> str:
+def _feedback(c: Cand, view: SelectorView, known: dict[str, Verdict]) -> str:
     """Feedback on ``c`` from a score that holds the parse feedback reads (slots, g_ver): a stored
     score has none, so that text is scored once more (and kept for the problem's other units)."""
     ts = known.get(c.text)
@@ -143,7 +143,7 @@ def refine_units(views: Sequence[SelectorView], pool_rows: dict, sampler, cfg: R
     is scored through the views (:func:`~calver.infer.selectors.candidate_scores`: primed from the
     score table by :func:`refine_pool`)."""
     states = []
-    by_problem: dict[str, dict[str, TraceScore]] = {}  # text -> score, shared by a problem's units
+    by_problem: dict[str, dict[str, Verdict]] = {}  # text -> score, shared by a problem's units
     for v in views:
         known = by_problem.setdefault(v.problem_id, {})
         for t, ts in zip(v.texts, candidate_scores(v)):
@@ -226,8 +226,7 @@ def refine_pool(pool: Pool | str, sampler, cfg: RefineConfig | None = None, log=
     Round 0's scores: ``table`` (default: the pool's score table, stored when missing)."""
     pool = pool if isinstance(pool, Pool) else Pool(pool)
     cfg = cfg or RefineConfig()
-    views = make_views(pool, cfg.k)
-    (table if table is not None else score_table(pool, log=log)).prime(views)
+    views = (table if table is not None else score_table(pool, log=log)).with_verdicts(make_views(pool, cfg.k))
     rows = {(u.problem_id, u.seed): u.rows for u in pool.units(cfg.k)}
     scfg_of = lambda n: sampling_config(pool, cfg, n)  # noqa: E731
     states = refine_units(views, rows, sampler, cfg, scfg_of)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calver.infer.selectors.base import Selection, Selector, SelectorError, answer_key, earliest_max, plurality
+from calver.infer.selectors.base import Selection, Selector, SelectorError, earliest_max, plurality
 from calver.infer.selectors.neural import ConfidenceSelector, JudgeSelector, PRMSelector, RewardModelSelector
 from calver.infer.selectors.scorers import PRMScorer, load_prm
 from calver.infer.selectors.symbolic import (
@@ -28,6 +28,7 @@ from calver.infer.selectors.symbolic import (
     candidate_scores,
     structure_bits,
 )
+from calver.verifier.verdict import answer_key
 
 SELECTORS: dict[str, Selector] = {
     s.name: s

@@ -56,20 +56,6 @@ def earliest_max(scores: Sequence[float]) -> int:
     return best_i if best_i >= 0 else 0
 
 
-def answer_key(task: str, answer: Any) -> Hashable | None:
-    """The canonical, hashable key ``answer`` votes with (None: unparsed; see the module doc)."""
-    if answer is None:
-        return None
-    from calver.verifier import get_family
-
-    try:
-        key = get_family(task).canonical_answer_key(answer)
-        hash(key)
-    except Exception:  # noqa: BLE001 - unknown task, a family that cannot canonicalize: unparsed
-        return None
-    return key
-
-
 def plurality(keys: Sequence[Hashable | None]) -> tuple[int, tuple[float, ...]]:
     """Exact plurality over canonical answer keys: ``(index, scores)``.
 

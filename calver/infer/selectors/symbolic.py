@@ -4,29 +4,31 @@ extract-then-solve. All read only the view (problem inputs + candidate texts).""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Sequence
 
 from calver.infer.firewall import SelectorView
-from calver.infer.selectors.base import ScalarSelector, Selection, Selector, answer_key, earliest_max, plurality
-from calver.verifier import SLOTS, GraphError, Problem, ProblemError, TraceScore, get_family, score, split_slots
+from calver.infer.selectors.base import ScalarSelector, Selection, Selector, earliest_max, plurality
+from calver.verifier import SLOTS, GraphError, Problem, ProblemError, Verdict, get_family, score, split_slots
 from calver.verifier.contract import parse_call
 from calver.verifier.scoring import check_query, select_from_scores
 
 
 # ---- shared per-view computations (memoized on the view) ----------------------------------------
-def _scores(view: SelectorView) -> list[TraceScore]:
-    by_text: dict[str, TraceScore] = {}  # the scorer is deterministic: score each distinct text once
+def _scores(view: SelectorView) -> list[Verdict]:
+    by_text: dict[str, Verdict] = {}  # the scorer is deterministic: score each distinct text once
     return [by_text.get(t) or by_text.setdefault(t, score(t, view.problem)) for t in view.texts]
 
 
-def candidate_scores(view: SelectorView) -> list[TraceScore]:
-    """The six-bit :class:`TraceScore` of every candidate (computed once per view)."""
-    return view.cached("trace_scores", _scores)
+def candidate_scores(view: SelectorView) -> Sequence[Verdict]:
+    """The :class:`Verdict` of every candidate: the view's own (from the score table), else scored once
+    per view."""
+    if view.verdicts is not None:
+        return view.verdicts
+    return view.cached("verdicts", _scores)
 
 
 def _answer_keys(view: SelectorView) -> list[Any]:
-    task = view.problem.task
-    return [answer_key(task, ts.answer) for ts in candidate_scores(view)]
+    return [ts.answer_key for ts in candidate_scores(view)]
 
 
 def slot_parses(view: SelectorView) -> dict[str, Any]:

@@ -446,8 +446,8 @@ def strict_certificate(problem: Problem, trace: str) -> tuple[bool, list[str]]:
     ``X in Z``, ``Y in Z``, ``descendant of X in Z``); X ⊥ Y | Z with X's outgoing edges removed
     (``backdoor path open``); and the recomputed ψ lies outside the margin (``inside margin
     |ψ−τ| ≤ ε``). Z is checked for membership *before* ψ is computed, so no number from an
-    X ∈ Z adjustment is ever trusted. The graph and slots are the score's own (``TraceScore.g_ver``,
-    ``TraceScore.slots``): G*, which the CPTs bind in both modes.
+    X ∈ Z adjustment is ever trusted. The graph and slots are the score's own (``Verdict.g_ver``,
+    ``Verdict.slots``): G*, which the CPTs bind in both modes.
     """
     from calver.verifier.primitives import descendants, find_open_path, format_path
     from calver.verifier.registry import get_family

@@ -5,17 +5,22 @@ help: it works only on the main thread, and TRL's async GRPO calls rewards throu
 ``asyncio.to_thread``. So :class:`WorkerPool` scores in child processes and watches the clock from
 the calling thread. Each worker bumps a shared counter (an mmap'd int64) before every row, so the
 parent knows which row runs without a message per row; answers come back in batches. A row seen
-running past ``budget_s`` gets ``(None, "timeout")`` within the budget plus one sampling interval
+running past ``budget_s`` gets ``Unscorable("timeout")`` within the budget plus one sampling interval
 (a tenth of it, at most 50 ms); the stuck child is killed (SIGKILL: a C loop ignores anything else)
 and replaced, and its other rows go to the queue again. A child that dies (segfault, OOM kill) costs
-its current row ``(None, "worker crashed")`` the same way. Workers load the problem JSON themselves
-(:mod:`calver.train.reward_worker_process`, the reward's own loader), so cold problems are
-prepared in parallel.
+its current row ``Unscorable("worker crashed")`` the same way.
+
+Concurrent callers share the workers (verl, OpenRLHF and TRL's async GRPO call a reward from many threads
+at once): :meth:`WorkerPool.map` puts its rows on one queue, and one caller at a time drives the pool
+(sends, reads answers, watches the clock) for every caller's rows, handing the role on when its own rows
+are done; a caller that arrives while the driver waits wakes it through a socket. Workers load the problem
+JSON themselves (:mod:`calver.reward.worker_main`, the reward's own loader), so cold problems are prepared
+in parallel.
 
 Workers are ``python -c`` children of :mod:`subprocess`, not :mod:`multiprocessing`: spawn and
 forkserver re-run the parent's ``__main__`` in every child (under ``trl grpo``, TRL's training
 script: torch and trl per worker), and fork copies a threaded, CUDA-holding trainer. A child imports
-only ``calver.verifier``, :mod:`calver.train.reward_worker_process` and the scorer's module, on the
+only ``calver.verifier``, :mod:`calver.reward.worker_main` and the scorer's module, on the
 parent's ``sys.path`` (sent first, as spawn does). Messages are pickles over a socketpair. POSIX only.
 Never imports torch.
 
@@ -27,6 +32,7 @@ row that would have passed; pick one far above the verifier's p99 (``benchmarks/
 
 from __future__ import annotations
 
+import itertools
 import math
 import mmap
 import os
@@ -42,20 +48,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Sequence
 
-from calver.train.reward_worker_process import (  # noqa: F401 - load_problem etc. are this module's API too
-    FLUSH_S,
-    PROGRESS,
-    UNGROUNDED,
-    Outcome,
-    ScoreFn,
-    UngroundedProblemError,
-    check_scorer,
-    load_problem,
-    score_row,
-)
+from calver.reward.spec import CRASHED, TIMEOUT
+from calver.reward.worker_main import PROGRESS, ScoreFn, check_scorer
+from calver.verifier import RowResult, Unscorable
 
-TIMEOUT = "timeout"
-CRASHED = "worker crashed"
 MAX_CHUNK = 32  # rows per message: few enough that a killed worker's leftovers are cheap to redo
 _SOCKET_BUFFER = 1 << 20  # asked for (the kernel may cap it); a second chunk is queued to a busy worker only
 # if it fits a quarter of what was granted, so the parent never blocks writing to a stuck worker
@@ -67,7 +63,7 @@ _BOOT = ("import sys\n"
          "c = Connection(int(sys.argv[1]))\n"
          "p = c.recv()\n"
          "sys.path[:] = p + [e for e in sys.path if e not in p]\n"
-         "from calver.train.reward_worker_process import serve\n"
+         "from calver.reward.worker_main import serve\n"
          "serve(c, int(sys.argv[2]))\n")
 
 
@@ -93,8 +89,11 @@ class _Worker:
         return self.queue[k] if 0 <= k < len(self.queue) else None
 
 
-def _reap(procs: list[subprocess.Popen]) -> None:
-    """Kill and reap every worker (the pool's finalizer: runs on close, on collection and at exit)."""
+def _reap(procs: list[subprocess.Popen], socks: tuple[socket.socket, ...] = ()) -> None:
+    """Kill and reap every worker and close the wake-up sockets (the pool's finalizer: runs on close, on
+    collection and at exit)."""
+    for s in socks:
+        s.close()
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -108,10 +107,10 @@ def _reap(procs: list[subprocess.Popen]) -> None:
 
 class WorkerPool:
     """``workers`` scoring processes; :meth:`map` scores ``(text, problem_key)`` rows, where the key is
-    the problem's JSON (``Problem.to_dict()``), and returns one :data:`Outcome` per row in order.
+    the problem's JSON (``Problem.to_dict()``), and returns one result per row in order.
 
     ``budget_s`` (None: no limit) bounds each completion's scoring; see the module docstring for what
-    happens past it. ``map`` is thread-safe (calls run one at a time). Counters: ``timeouts``,
+    happens past it. ``map`` is thread-safe, and concurrent calls share the workers. Counters: ``timeouts``,
     ``crashes``, ``restarts``. ``close()`` kills the workers; so does garbage collection or exit."""
 
     def __init__(self, workers: int = 1, budget_s: float | None = None, scorer: ScoreFn | None = None,
@@ -128,12 +127,19 @@ class WorkerPool:
         self.start_timeout_s = start_timeout_s
         self.timeouts = self.crashes = self.restarts = 0
         self.closed = False
-        self._lock = threading.Lock()
+        self._cv = threading.Condition()  # guards everything below; one caller at a time drives
+        self._driving = False
+        self._pending: deque[int] = deque()  # row tokens not yet sent
+        self._rows: dict[int, tuple] = {}  # token -> (job, index, text, key, column, allow_ungrounded)
+        self._jobs: set[_Job] = set()
+        self._tokens = itertools.count()
+        self._wake_r, self._wake_w = socket.socketpair()  # a new caller wakes a driver blocked in wait()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
         self._procs: list[subprocess.Popen] = []
-        self._finalizer = weakref.finalize(self, _reap, self._procs)
+        self._finalizer = weakref.finalize(self, _reap, self._procs, (self._wake_r, self._wake_w))
         self._workers: list[_Worker] = []
         self._pipeline_bytes = 0
-        self._opts: tuple[str, bool] = ("problem_json", False)
         try:
             self._workers = [self._spawn() for _ in range(workers)]
             deadline = time.monotonic() + start_timeout_s
@@ -206,6 +212,7 @@ class WorkerPool:
     def close(self) -> None:
         """Kill every worker now (they hold no state worth a graceful stop)."""
         self.closed = True
+        self._wake()
         for w in self._workers:
             w.conn.close()
             w.progress.close()
@@ -228,61 +235,125 @@ class WorkerPool:
 
     # ---- scoring ------------------------------------------------------------------------------
     def map(self, rows: Sequence[tuple[str, str]], column: str = "problem_json",
-            allow_ungrounded: bool = False) -> list[Outcome]:
-        """One outcome per ``(text, problem_json)`` row, in order; the workers load each problem with
-        :func:`load_problem` (``column`` names it in reasons). Returns when every row has an answer, a
-        timeout or a crash: at most each stuck row's budget (plus a worker restart when every worker was
-        stuck) beyond the scoring work itself. Raises :class:`UngroundedProblemError` as the
-        in-process reward does."""
-        with self._lock:
+            allow_ungrounded: bool = False) -> list[RowResult]:
+        """One result per ``(text, problem_json)`` row, in order: the row's stored verdict, or an
+        :class:`Unscorable` (timeout, a crashed worker, a bad or ungrounded problem: the workers load each
+        problem with :func:`calver.reward.problems.load_problem`; ``column`` names it in reasons). Returns
+        when every row has a result: at most each stuck row's budget (plus a worker restart when every
+        worker was stuck) beyond the scoring work itself. Thread-safe; concurrent calls share the workers."""
+        job = _Job([None] * len(rows), len(rows))
+        with self._cv:
             if self.closed:
                 raise RuntimeError("this WorkerPool is closed")
-            self._opts = (column, bool(allow_ungrounded))
-            out = self._map(rows)
-        for bits, why in out:
-            if bits is None and why.startswith(UNGROUNDED):
-                raise UngroundedProblemError(why[len(UNGROUNDED):])
-        return out
+            for i, (text, key) in enumerate(rows):
+                tok = next(self._tokens)
+                self._rows[tok] = (job, i, text, key, column, bool(allow_ungrounded))
+                self._pending.append(tok)
+            self._jobs.add(job)
+            self._wake()
+            try:
+                while job.left and job.error is None:
+                    if self._driving:
+                        self._cv.wait()
+                        continue
+                    self._driving = True
+                    try:
+                        self._drive(job)
+                    except BaseException as e:  # noqa: BLE001 - the driver's failure is every caller's: passed on, re-raised
+                        for other in self._jobs:
+                            other.error = other.error or e
+                        dead = [t for t, entry in self._rows.items() if entry[0].error is not None]
+                        for t in dead:
+                            del self._rows[t]
+                        self._pending = deque(t for t in self._pending if t in self._rows)
+                        raise
+                    finally:
+                        self._driving = False
+                        self._cv.notify_all()
+            finally:
+                self._jobs.discard(job)
+            if job.error is not None and job.left:
+                raise job.error
+        return [o if o is not None else Unscorable(CRASHED) for o in job.out]
 
-    def _map(self, rows: Sequence[tuple[str, str]]) -> list[Outcome]:
-        n = len(rows)
-        out: list[Outcome | None] = [None] * n
-        chunk = max(1, min(MAX_CHUNK, math.ceil(n / (4 * len(self._workers))))) if n else 1
-        pending: deque[int] = deque(range(n))
-        left = n
-        while left:
-            for w in list(self._workers):
-                # one chunk in flight, plus a second small one queued so the worker never waits for us
-                while w.ready and pending and len(w.queue) < 2 * chunk:
-                    idx = [pending.popleft() for _ in range(min(chunk, len(pending)))]
-                    size = sum(len(rows[i][0]) for i in idx) + sum(len(k) for k in {rows[i][1] for i in idx})
-                    if w.queue and size > self._pipeline_bytes:
-                        pending.extendleft(reversed(idx))  # too big to sit in the socket: send it when idle
-                        break
-                    if not self._send(w, idx, rows):  # it died while idle: its rows go back, it is replaced
-                        pending.extendleft(reversed(idx))
-                        left -= self._lost(w, out, pending, CRASHED)
-                        break
-            for conn in wait([w.conn for w in self._workers], self._wait_s()):
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except (BlockingIOError, OSError):  # the buffer is full: the driver is awake already
+            pass
+
+    def _drive(self, job: _Job) -> None:
+        """Run the pool (under the lock, released while waiting) until ``job`` has every answer."""
+        while job.left:
+            self._dispatch()
+            conns = [w.conn for w in self._workers]
+            timeout = self._wait_s()
+            self._cv.release()
+            try:
+                ready = wait([*conns, self._wake_r], timeout)
+            except (OSError, ValueError):  # close() from another thread shut a connection under us
+                ready = []
+            finally:
+                self._cv.acquire()
+            if self.closed:
+                raise RuntimeError("this WorkerPool was closed while scoring")
+            for conn in ready:
+                if conn is self._wake_r:
+                    try:
+                        while self._wake_r.recv(4096):
+                            pass
+                    except (BlockingIOError, OSError):
+                        pass
+                    continue
                 w = next((w for w in self._workers if w.conn is conn), None)
                 if w is not None:
-                    left -= self._drain(w, out, pending)
-            left -= self._expire(out, pending)
-        return [o if o is not None else (None, CRASHED) for o in out]
+                    self._drain(w)
+            self._expire()
 
-    def _send(self, w: _Worker, idx: list[int], rows: Sequence[tuple[str, str]]) -> bool:
+    def _dispatch(self) -> None:
+        """Send queued rows to the workers: one chunk in flight plus a second small one queued, so a
+        worker never waits for the parent."""
+        n = len(self._pending)
+        chunk = max(1, min(MAX_CHUNK, math.ceil(n / (4 * len(self._workers))))) if n else 1
+        for w in list(self._workers):
+            while w.ready and self._pending and len(w.queue) < 2 * chunk:
+                toks = [self._pending.popleft() for _ in range(min(chunk, len(self._pending)))]
+                items = [self._rows[t] for t in toks]
+                size = sum(len(it[2]) for it in items) + sum(len(k) for k in {it[3] for it in items})
+                if w.queue and size > self._pipeline_bytes:
+                    self._pending.extendleft(reversed(toks))  # too big to sit in the socket: send it when idle
+                    break
+                if not self._send(w, toks):  # it died while idle: its rows go back, it is replaced
+                    self._pending.extendleft(reversed(toks))
+                    self._lost(w, CRASHED)
+                    break
+
+    def _send(self, w: _Worker, toks: list[int]) -> bool:
         # Rows of one problem (a GRPO group) share one key object, so the pickle carries the JSON once.
         keys: dict[str, str] = {}
-        items = [(i, rows[i][0], keys.setdefault(rows[i][1], rows[i][1])) for i in idx]
+        items = []
+        for t in toks:
+            _, _, text, key, column, allow = self._rows[t]
+            items.append((t, text, keys.setdefault(key, key), column, allow))
         try:
-            w.conn.send(("score", items, *self._opts))
+            w.conn.send(("score", items))
         except OSError:
             return False
-        w.queue.extend(idx)
+        w.queue.extend(toks)
         return True
 
+    def _finish(self, tok: int, result: RowResult) -> None:
+        entry = self._rows.pop(tok, None)
+        if entry is None:  # answered twice (rescored after a kill): the first answer stands
+            return
+        job, i = entry[0], entry[1]
+        job.out[i] = result
+        job.left -= 1
+        if not job.left:
+            self._cv.notify_all()  # its caller may be waiting while another drives
+
     def _wait_s(self) -> float | None:
-        """How long the parent may block: a budget needs the running rows sampled every tenth of it (at
+        """How long the driver may block: a budget needs the running rows sampled every tenth of it (at
         most 50 ms), so a stuck row is seen within budget + that; a start-up has its own deadline."""
         now = time.monotonic()
         ends = [w.since + self.start_timeout_s for w in self._workers if not w.ready]
@@ -290,33 +361,31 @@ class WorkerPool:
             ends.append(now + min(0.05, self.budget_s / 10))
         return max(0.0, min(ends) - now) if ends else None
 
-    def _drain(self, w: _Worker, out: list[Outcome | None], pending: deque[int]) -> int:
-        """Read what ``w`` has sent; the number of rows it answered (a crash answers its current row)."""
-        done = 0
+    def _drain(self, w: _Worker) -> None:
+        """Read what ``w`` has sent (a crash answers its current row)."""
         while True:
             try:
                 if not w.conn.poll():
-                    return done
+                    return
                 msg = w.conn.recv()
             except (EOFError, OSError):
                 if not w.ready:  # a replacement that cannot start would be replaced forever: stop instead
                     raise WorkerStartError(f"a replacement reward worker exited while starting "
                                            f"(exit code {w.proc.wait()})") from None
-                return done + self._lost(w, out, pending, CRASHED)
+                self._lost(w, CRASHED)
+                return
             if msg[0] == "ready":
                 w.ready = True
             elif msg[0] == "fatal":
                 raise WorkerStartError(f"a replacement reward worker could not start: {msg[1]}")
             else:
-                for row, outcome in msg[1]:  # answers arrive in the order the rows were sent
-                    if w.queue and w.queue[0] == row:
+                for tok, result in msg[1]:  # answers arrive in the order the rows were sent
+                    if w.queue and w.queue[0] == tok:
                         w.queue.popleft()
                         w.answered += 1
-                        out[row] = outcome
-                        done += 1
+                        self._finish(tok, result)
 
-    def _expire(self, out: list[Outcome | None], pending: deque[int]) -> int:
-        done = 0
+    def _expire(self) -> None:
         now = time.monotonic()
         for w in list(self._workers):
             if not w.ready and now - w.since > self.start_timeout_s:
@@ -330,28 +399,33 @@ class WorkerPool:
                 if w.current() is None:  # between rows (its last answer is on the way): nothing is over budget
                     w.seen_at = now
                     continue
-                done += self._lost(w, out, pending, TIMEOUT)
-        return done
+                self._lost(w, TIMEOUT)
 
-    def _lost(self, w: _Worker, out: list[Outcome | None], pending: deque[int], why: str) -> int:
+    def _lost(self, w: _Worker, why: str) -> None:
         """``w`` timed out or died: the row it was scoring gets ``why`` (the first unanswered one if the
         counter names none, so a row that kills workers cannot loop), its other rows go back to the queue."""
-        done = 0
-        row = w.current() if w.queue else None
-        if row is None and w.queue:
-            row = w.queue[0]
-        if row is not None:
-            out[row] = (None, why)
-            w.queue.remove(row)
-            done = 1
+        tok = w.current() if w.queue else None
+        if tok is None and w.queue:
+            tok = w.queue[0]
+        if tok is not None:
+            w.queue.remove(tok)
+            self._finish(tok, Unscorable(why))
         if why == TIMEOUT:
             self.timeouts += 1
         else:
             self.crashes += 1
-        pending.extendleft(reversed(w.queue))  # answered-but-unread rows are scored again: same result
+        self._pending.extendleft(reversed(w.queue))  # answered-but-unread rows are scored again: same result
         w.queue.clear()
         self._replace(w)
-        return done
+
+
+@dataclass(eq=False)
+class _Job:
+    """One ``map`` call's rows: their results so far, how many are missing, and a failure to re-raise."""
+
+    out: list[RowResult | None]
+    left: int
+    error: BaseException | None = None
 
 
 def check_budget(budget_s: float | None) -> None:
