@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fixtures import synthetic_units
-from testing_utils import is_available
+from testing_utils import is_available, require_modules
 
 from calver.data_gen.prompts import render_prompt, user_text
 from calver.infer.manifest import hash_dir, prompts_hash, unit_seed
@@ -161,3 +161,29 @@ def test_unit_seed_and_prompts(problems_file):
     assert [m["role"] for m in msgs] == ["system", "user"]
     assert "STRATEGY" in msgs[0]["content"] and msgs[1]["content"] == user_text(p)
     assert p.graph.to_text().split(",")[0].split("->")[0].strip() in msgs[1]["content"]
+
+
+@require_modules("huggingface_hub")
+def test_a_hub_id_is_resolved_to_its_snapshot_and_commit(tmp_path, monkeypatch):
+    """Ecosystem review: a pool sampled from a hub id recorded neither its revision nor a content hash."""
+    import huggingface_hub.constants as hc
+
+    from calver.infer.manifest import is_hub_id, model_record, resolve_hub_model
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--acme--tiny-chat"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert is_hub_id("acme/tiny-chat") and not is_hub_id(str(snap))
+    path, rev = resolve_hub_model("acme/tiny-chat")
+    assert Path(path) == snap and rev == commit
+    rec = model_record(path, rev)
+    assert rec["id"] == "acme/tiny-chat" and rec["revision"] == commit and rec["content_hash"].startswith("sha256:")
+    assert resolve_hub_model(str(snap), None) == (str(snap), None)  # a local path stays as it is
+    with pytest.raises(ValueError, match="cannot resolve the hub id"):
+        resolve_hub_model("acme/not-cached")

@@ -138,3 +138,23 @@ def test_grpo_reward_budget_and_workers_reach_the_reward():
     s, _, _ = load_grpo_config(tiny, ["--reward_budget_s", "-1"])
     with pytest.raises(ConfigError, match="reward_budget_s"):
         make_reward(s)
+
+
+@pytest.mark.parametrize("trainer,own", [("sft", "--dataset_path"), ("grpo", "--reward_budget_s"),
+                                         ("prm", "--lora_r")])
+def test_help_lists_every_recipe_field(trainer, own, capsys):
+    """Architecture review 4a.1: `calver train sft --help` listed --config and --qlora only; TRL's parser lists
+    every field of its dataclasses."""
+    import dataclasses
+    import importlib
+
+    from calver.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["train", trainer, "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and own in out and "--learning_rate" in out
+    for cls in importlib.import_module(f"calver.train.{trainer}_config").config_types():
+        for f in dataclasses.fields(cls):
+            if f.init and not f.name.startswith("_"):
+                assert f"--{f.name}" in out, (cls.__name__, f.name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import re
 import sys
@@ -90,6 +91,35 @@ def _revision_from_path(path: str) -> str | None:
 def _model_id(path: str) -> str:
     m = re.search(r"models--([^/]+?)--([^/]+)/snapshots", path)
     return f"{m.group(1)}/{m.group(2)}" if m else (Path(path).name if Path(path).exists() else path)
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def is_hub_id(model: str) -> bool:
+    """Whether ``model`` names a hub repository (``org/name``) rather than a local directory."""
+    return not Path(model).exists() and bool(_HUB_ID.match(model))
+
+
+def resolve_hub_model(model: str, revision: str | None = None) -> tuple[str, str | None]:
+    """A hub id's local snapshot directory and its commit, so a pool records (and samples) exactly the
+    revision it was drawn from; a local path comes back unchanged. Uses the Hugging Face cache (and the hub,
+    unless ``HF_HUB_OFFLINE`` is set). Raises ``ValueError`` when the id cannot be resolved."""
+    if not is_hub_id(model):
+        return model, revision
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    except ImportError as e:
+        raise ValueError(f"model {model!r} is a hub id; resolving its revision needs huggingface_hub ({e})") from None
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    try:
+        path = snapshot_download(model, revision=revision, local_files_only=offline)
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as e:
+        raise ValueError(f"model {model!r}: cannot resolve the hub id to a local snapshot "
+                         f"({type(e).__name__}: {e})") from None
+    commit = _revision_from_path(path)
+    return path, commit or revision
 
 
 def model_record(path: str | None, revision: str | None = None, hash_mode: str = "full") -> dict[str, Any] | None:

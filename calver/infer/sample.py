@@ -23,6 +23,7 @@ renderer or template is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -32,7 +33,15 @@ from typing import Any
 
 from calver.data_gen.prompt_styles import build_prompt, parse_prompt_style, response_prefix, template_hash
 from calver.data_gen.prompts import user_text
-from calver.infer.manifest import build_manifest, canonical_units, mismatches, shard_units, unit_seed
+from calver.infer.manifest import (
+    build_manifest,
+    canonical_units,
+    is_hub_id,
+    mismatches,
+    resolve_hub_model,
+    shard_units,
+    unit_seed,
+)
 from calver.infer.pool import Pool, PoolError, read_jsonl
 from calver.infer.sample_config import SampleConfig
 from calver.verifier import Problem, contract_instructions
@@ -134,6 +143,10 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
     problem_rows = select_rows(load_problem_rows(cfg.problems), cfg)
     if not problem_rows:
         raise ValueError("no problems to sample (check 'problems', 'tasks' and 'limit')")
+    if sampler is None and cfg.model and is_hub_id(cfg.model):  # sample, and record, one pinned snapshot
+        path, rev = resolve_hub_model(cfg.model, cfg.model_revision)
+        log(f"model {cfg.model}: snapshot {rev} ({path})")
+        cfg = dataclasses.replace(cfg, model=path, model_revision=rev)
     problems = {r["problem"]["id"]: Problem.from_dict(r["problem"]) for r in problem_rows}
     backend = sampler.backend if sampler is not None else resolve_backend(cfg)
     systems = {p.task: contract_instructions(p.task) for p in problems.values()}

@@ -42,6 +42,28 @@ class _OverridesParser(argparse.ArgumentParser):
         return ns, []
 
 
+class _FieldsHelp(argparse.Action):
+    """``--help`` of a trainer: its own flags, then every field of its recipe's dataclasses (calver's script
+    arguments, TRL's config, ``ModelConfig``) as TRL's parser lists them."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        import importlib
+
+        print(parser.format_help())
+        name = parser.prog.split()[-1]
+        try:
+            from trl import TrlParser
+
+            types = importlib.import_module(TRAINERS[name][0]).config_types()
+        except ImportError as e:
+            print(f"(the recipe's fields need TRL to list: {e})")
+            parser.exit()
+        fields = TrlParser(list(types), prog=parser.prog, add_help=False)
+        print("recipe fields (YAML keys, or --field value after the recipe):")
+        print(fields.format_help().split("\n\n", 1)[-1])  # without its usage block: the fields are below
+        parser.exit()
+
+
 def _run(args: argparse.Namespace) -> int:
     import importlib
 
@@ -203,9 +225,10 @@ def add_commands(subparsers) -> None:
     sub = train.add_subparsers(dest="train_command", metavar="TRAINER", parser_class=_OverridesParser)
     sub.required = True
     for name, (*_, help_text) in TRAINERS.items():
-        p = sub.add_parser(name, help=help_text, description=f"{help_text}. Unknown --field value arguments "
-                           "override the recipe's fields "
+        p = sub.add_parser(name, help=help_text, add_help=False,
+                           description=f"{help_text}. Unknown --field value arguments override the recipe's fields "
                            "(SFTConfig/GRPOConfig/TrainingArguments, ModelConfig, calver's).")
+        p.add_argument("-h", "--help", action=_FieldsHelp, nargs=0, help="show every recipe field and exit")
         p.add_argument("--config", required=True, help="YAML recipe (configs/%s/*.yaml)" % name)
         p.add_argument("--qlora", action="store_true", help="load the base in NF4 (double quant, bf16 compute) + LoRA")
         p.set_defaults(func=_run, overrides=[])
