@@ -13,14 +13,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the `slow` added here counts
 def pytest_collection_modifyitems(config, items):
     # A test that takes the tiny model (directly or through another fixture) needs torch; one marked
     # `vllm` needs vllm. Marking here, not skipping inside the fixture, reports them as skips by reason.
+    # A vLLM engine takes a minute or more to start on CPU: every `vllm` test runs in the slow lane.
     for item in items:
         if TORCH_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(require_torch)
         if item.get_closest_marker("vllm") is not None:
             item.add_marker(require_vllm)
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -223,3 +223,21 @@ def test_package_import_graph_is_acyclic():
                                            ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True)])
 def test_find_cycle(edges, cyclic):
     assert (find_cycle(edges) is not None) == cyclic
+
+
+def test_the_reward_core_sits_on_the_verifier_only():
+    """``calver.reward`` (the torch-free reward every trainer adapter stands on) imports calver.verifier and
+    itself, nothing above; train and integrations import it, never the reverse."""
+    allowed = ("calver.reward", "calver.verifier")
+    bad = [f"{path.relative_to(PKG)}:{line} imports {name}"
+           for path in _py_files(PKG / "reward")
+           for line, name in _imported(path, ast.parse(path.read_text(), str(path)))
+           if name.startswith("calver") and not name.startswith(allowed)]
+    assert bad == []
+    graph = package_graph()
+    assert "reward" in graph["train"] and "reward" in graph["integrations"]
+    assert "train" not in graph["integrations"]  # a torch-free adapter no longer climbs into the training package
+    code = "import sys, calver.reward, calver.integrations.verl; print(sorted(m for m in sys.modules if m in " \
+           "('torch', 'transformers', 'trl') or m.startswith(('calver.train', 'calver.data_gen.cli'))))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr[-2000:]

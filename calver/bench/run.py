@@ -21,7 +21,6 @@ import json
 import subprocess
 import sys
 import time
-from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -183,14 +182,6 @@ def select_pool(cfg: BenchConfig, pool_root: Path, policy: PolicySpec, samplers:
 
 
 # ---- 4. evaluate ---------------------------------------------------------------------------------
-def parse_rate(pool_root: Path) -> float:
-    from calver.evaluation.units import load_units
-
-    units = load_units(pool_root)
-    keys = [k for u in units for k in u.answer_keys]
-    return sum(k is not None for k in keys) / len(keys) if keys else 0.0
-
-
 def units_too_long(pool_root: Path) -> int:
     """Units whose prompt alone filled the model's context (no candidate was sampled for them)."""
     from calver.infer.pool import Pool
@@ -199,36 +190,27 @@ def units_too_long(pool_root: Path) -> int:
                 if r.get("finish_reason") == "prompt_too_long"})
 
 
-def verification_summary(problems: Path, seeds: int) -> str:
-    """The verification modes of the row's problems, with unit counts (``verification_mode``)."""
-    from calver.infer.firewall import verification_mode
-    from calver.verifier.problem import Problem
-
-    modes = Counter()
-    with open(problems, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                modes[verification_mode(Problem.from_dict(json.loads(line)))] += seeds
-    return ", ".join(f"{m} ({n})" for m, n in sorted(modes.items()))
+def verification_summary(counts: dict[str, int]) -> str:
+    """The evaluation's verification modes with unit counts (``EvalResult.verification``)."""
+    return ", ".join(f"{m} ({n})" for m, n in sorted(counts.items()))
 
 
-def evaluate_row(cfg: BenchConfig, row: BenchRow, pools: dict[str, Path], names: list[str], problems: Path,
-                 n_problems: int, out: Path) -> list[BenchLine]:
+def evaluate_row(cfg: BenchConfig, row: BenchRow, pools: dict[str, Path], names: list[str], n_problems: int,
+                 out: Path) -> list[BenchLine]:
     from calver.evaluation.multi import PoolSpec, evaluate_pools
     from calver.evaluation.report import write_multi_report
 
     res = evaluate_pools([PoolSpec(label, str(p)) for label, p in pools.items()], names, by=row.by,
                          draws=cfg.draws, audits=False, ladder=False)
     write_multi_report(res, out / "rows" / row.key, figures=cfg.figures)
-    verification = verification_summary(problems, len(cfg.seeds or row.seeds))
     lines = []
     for label, r in res.policies.items():
         rec = r.graph_recovery
         lines.append(BenchLine(
             row=row.key, title=row.title, policy=label, n_problems=n_problems, n_units=r.n_units,
-            n_clusters=r.n_clusters, parse_rate=parse_rate(pools[label]), accuracy=dict(r.accuracy),
+            n_clusters=r.n_clusters, parse_rate=r.parse_rate or 0.0, accuracy=dict(r.accuracy),
             gain_plurality=r.paired["plurality"], gain_medoid=r.paired["medoid"], coverage=r.coverage,
-            verification=verification, n_prompt_too_long=units_too_long(pools[label]),
+            verification=verification_summary(r.verification), n_prompt_too_long=units_too_long(pools[label]),
             exact_recovery=rec.exact if rec is not None else None, edge_f1=rec.f1 if rec is not None else None))
     return lines
 
@@ -291,7 +273,7 @@ def run_bench(cfg: BenchConfig, *, log: Log = print) -> BenchTable | None:
     lines: list[BenchLine] = []
     with clock("evaluate"):
         for row in rows:
-            lines += evaluate_row(cfg, row, pools[row.key], names, built[row.key][0], built[row.key][1]["n_problems"],
+            lines += evaluate_row(cfg, row, pools[row.key], names, built[row.key][1]["n_problems"],
                                   out)
     t = BenchTable(suite=cfg.suite, prompt=cfg.prompt, k=cfg.k, lines=lines, selectors=names,
                    policies={p.label: p.model + (f" + {p.adapter}" if p.adapter else "") for p in policies},

@@ -18,10 +18,10 @@ from typing import Any, Callable, Sequence
 
 from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
 from calver.data_gen.clear_core import ClearDataConfig, clear_rows
+from calver.data_gen.gen_config import LEVELS
 from calver.verifier.problem import Problem
 
 BNLEARN_DEFAULT_NETS = ["asia", "cancer", "earthquake", "sachs", "survey", "alarm", "child", "insurance"]
-LEVELS = ("L1", "L2", "L3")
 
 
 def _positive(cfg: Any, *names: str) -> None:

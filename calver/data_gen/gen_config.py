@@ -17,11 +17,13 @@ from typing import Any, Sequence
 
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.names import NAMINGS
+from calver.data_gen.text_levels import LEVELS as TEXT_LEVELS
+from calver.verifier.parsers import RENDER_FORMATS
 
 GRAPH_CLASSES = ("DAG", "ADMG", "directed")
-ENCODINGS = ("arrows", "json", "json_parents", "matrix", "graphml", "dot", "prose", "clear")
+ENCODINGS = RENDER_FORMATS  # every encoding the verifier renders (and reads back)
 RUN_KEYS = ("task", "tasks", "n", "out", "level")
-LEVELS = ("L1", "L2", "L3")
+LEVELS = tuple(f"L{i}" for i in TEXT_LEVELS)  # the graph-from-text levels, as configs spell them
 MAX_NODES = 26
 MAX_N = 1_000_000
 EXTRA_TASKS = ("ate_threshold", "knights_knaves")  # generators that read settings from ``extra[task]``

@@ -95,12 +95,12 @@ def strategy_only(trace: str, problem: Problem, seed: int = 0, sc: Verdict | Non
         options = ["none", "{}"] + ["{" + n + "}" for n in nodes]
         try:
             cur_key = repr(fam.parse_object(cur))
-        except Exception:  # noqa: BLE001
+        except (ValueError, TypeError, RecursionError):  # GraphError is a ValueError
             cur_key = cur
         for o in options:
             try:
                 key = repr(fam.parse_object(o))
-            except Exception:  # noqa: BLE001
+            except (ValueError, TypeError, RecursionError):
                 continue
             if key != cur_key:
                 return replace_slot(trace, "STRATEGY", o)
@@ -133,7 +133,7 @@ def edge_deletion(trace: str, problem: Problem, sc: Verdict | None = None) -> tu
                 if not fam.is_valid_on(reduced(e), query, sc.answer, problem):
                     chosen, flips = e, True
                     break
-            except Exception:  # noqa: BLE001
+            except (ValueError, TypeError, KeyError, RecursionError):  # incl. GraphError, TooLargeToGrade
                 continue
     return replace_slot(trace, "GRAPH", reduced(chosen).to_text()), flips
 

@@ -21,8 +21,7 @@ from typing import Any
 from calver.config import ConfigError, add_command, cfg_field, check_types, parse_command
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, HEADLINE_DRAWS
 from calver.evaluation.scaling import K_GRID
-
-_BACKENDS = ("auto", "vllm", "hf")
+from calver.infer.sample_config import BACKENDS
 
 
 def _check(cfg, positive: tuple[str, ...] = (), backend: bool = False) -> None:
@@ -31,8 +30,8 @@ def _check(cfg, positive: tuple[str, ...] = (), backend: bool = False) -> None:
         value = getattr(cfg, name)
         if value is not None and value < 1:
             raise ConfigError(f"field {name!r} must be >= 1, got {value}")
-    if backend and cfg.backend not in _BACKENDS:
-        raise ConfigError(f"field 'backend' must be one of {_BACKENDS}, got {cfg.backend!r}")
+    if backend and cfg.backend not in BACKENDS:
+        raise ConfigError(f"field 'backend' must be one of {BACKENDS}, got {cfg.backend!r}")
 
 
 @dataclass
@@ -270,11 +269,11 @@ def _add_experiments(sub) -> None:
 
 
 def _manifest_model(pool_dir: str) -> tuple[str | None, str | None]:
-    from calver.infer.pool import Pool
+    from calver.infer.pool import Pool, PoolError
 
     try:
         m = Pool(pool_dir).manifest()
-    except Exception:  # noqa: BLE001
+    except (PoolError, OSError, ValueError):  # no, unreadable or non-JSON manifest: nothing to name
         return None, None
     model = m.get("model")
     model = model.get("path") if isinstance(model, dict) else model

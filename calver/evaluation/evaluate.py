@@ -199,7 +199,13 @@ def evaluate_units(
         calibration=Calibration.from_dict(to_json(calibration(s, c, threshold))),
         units=rows,
         verification=verification_counts(common),
+        parse_rate=_parse_rate(units),
     )
+
+
+def _parse_rate(units: Sequence[UnitFacts]) -> float | None:
+    keys = [k for u in units for k in u.answer_keys]
+    return sum(k is not None for k in keys) / len(keys) if keys else None
 
 
 def evaluate(

@@ -418,6 +418,7 @@ class EvalResult(JsonRecord):
     meta: EvalMeta | None = None
     graph_recovery: GraphRecovery | None = None  # constructed-mode units only (None: there are none)
     verification: dict[str, int] = field(default_factory=dict)  # verification mode -> units
+    parse_rate: float | None = None  # candidates (of every loaded unit) whose ANSWER parsed
 
 
 @dataclass

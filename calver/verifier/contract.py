@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from calver.verifier.memo import memoized, text_cost
 
@@ -186,7 +187,8 @@ def _split_canonical(trace: str) -> SlotParse | None:
     groups = m.groups()
     out.header_names = dict(zip(SLOTS, (groups[0],) + SLOTS[1:]))
     for slot, raw in zip(SLOTS, groups[1:]):
-        value = _clean_value(raw[_AFTER_COLON.match(raw).end():])
+        lead = _AFTER_COLON.match(raw)  # matches every string (all of it optional)
+        value = _clean_value(raw[lead.end() if lead else 0:])
         out.values[slot] = value
         if not value:
             out.problems[slot] = f"{slot} slot is empty"
@@ -297,7 +299,7 @@ def parse_call(text: str) -> tuple[str, dict[str, str]]:
     return m.group("op"), parse_kv(m.group("args"))
 
 
-def format_kv(pairs: dict[str, object], sep: str = "; ") -> str:
+def format_kv(pairs: Mapping[str, object], sep: str = "; ") -> str:
     return sep.join(f"{k}={v}" for k, v in pairs.items())
 
 

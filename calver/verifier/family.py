@@ -77,7 +77,7 @@ class TraceContext:
     strategy_error: str = ""
     answer: Any = None
     answer_error: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)  # per-trace scratch (e.g. the predicate for b3/b5)
+    extra: dict[Any, Any] = field(default_factory=dict)  # per-trace scratch (e.g. the predicate for b3/b5)
     memo: dict[Any, Any] | None = None  # the problem's memo: results that depend only on problem + key
     remember: Any = None  # remember(key, size, value): store in ``memo`` within its byte budget
 
@@ -296,7 +296,7 @@ class TaskFamily:
         return self.answer_type in ("bool", "number")
 
     # ---- teaching --------------------------------------------------------------------------------
-    def rule_objects(self, g: Any, query: dict[str, Any]) -> Iterator[Any]:
+    def rule_objects(self, g: Any, query: Mapping[str, Any]) -> Iterator[Any]:
         """Objects a simple local rule proposes for a teaching trace, best first (not yet filtered by
         the predicate). A policy learns a rule it can apply from the prompt (a parent set read off
         the edge list); it cannot learn a draw from the validity class. Default: no rule."""
@@ -314,7 +314,7 @@ class TaskFamily:
         return None
 
     # ---- validity ---------------------------------------------------------------------------
-    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: CausalGraph, query: Mapping[str, Any], obj: Any) -> Check:
         """The task's semantic validity predicate on graph ``g``."""
         raise NotImplementedError(f"{self.name} has no validity predicate on a graph")
 
@@ -324,7 +324,7 @@ class TaskFamily:
             raise ProblemError(f"cannot grade task {self.name!r} without the source graph")
         return self.predicate(problem.graph, self.normalize_query(problem), obj).ok
 
-    def is_valid_on(self, g: Any, query: dict[str, Any], obj: Any, problem: Problem | None = None) -> bool:
+    def is_valid_on(self, g: Any, query: Mapping[str, Any], obj: Any, problem: Problem | None = None) -> bool:
         """Whether ``obj`` is a valid answer on verification object ``g`` (e.g. a trace's own graph,
         a reduced graph): the predicate; for a family without one, ``grade`` on a copy of
         ``problem`` supplying ``g``."""
@@ -335,7 +335,7 @@ class TaskFamily:
         on_g = problem if g is problem.graph else dataclasses.replace(problem, graph=g, mode="supplied")
         return bool(self.grade(on_g, obj))
 
-    def validity_class(self, g: Any, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+    def validity_class(self, g: Any, query: Mapping[str, Any], limit: int | None = None) -> list[Any]:
         """Every valid object on ``g`` (at most ``limit``), in the family's canonical order."""
         raise NotImplementedError(f"{self.name} does not enumerate its validity class")
 
@@ -365,7 +365,7 @@ class TaskFamily:
         else:
             raise NotImplementedError(f"{self.name} ({self.answer_type}) lists no answer candidates")
 
-    def invalid_objects(self, g: Any, query: dict[str, Any], answer: Any, rng: Any = 0,
+    def invalid_objects(self, g: Any, query: Mapping[str, Any], answer: Any, rng: Any = 0,
                         problem: Problem | None = None) -> Iterator[Any]:
         """Distinct objects of the answer type that differ from ``answer`` and are NOT valid on ``g``
         (:meth:`is_valid_on`), in a seeded order: what an audit swaps into a trace. ``rng`` is a
@@ -405,7 +405,7 @@ class TaskFamily:
         declared, it may read only those slots (the scorer memoizes it on them)."""
         raise NotImplementedError
 
-    def derivation_binds(self, args: dict[str, str], query: dict[str, Any], keys: tuple[str, ...] | None = None,
+    def derivation_binds(self, args: dict[str, str], query: Mapping[str, Any], keys: tuple[str, ...] | None = None,
                          required: bool = True) -> Check:
         """Whether the derivation arguments ``args`` bind ``keys`` (default: every query key) to the
         normalized ``query``'s values. A missing key fails when ``required``, else is skipped. A
@@ -445,11 +445,11 @@ class TaskFamily:
         raise NotImplementedError
 
     # ---- rendering ----------------------------------------------------------------------------
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         """The natural-language question for a prompt."""
         raise NotImplementedError
 
-    def query_slot(self, problem: Problem, query: dict[str, Any]) -> str:
+    def query_slot(self, problem: Problem, query: Mapping[str, Any]) -> str:
         """The QUERY slot a canonical trace writes: task, every query key (an optional key at its
         default, other than ``variant``, is left out) and the graph class."""
         pairs: dict[str, Any] = {"task": self.name}

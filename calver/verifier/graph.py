@@ -106,7 +106,7 @@ class CausalGraph:
             raise GraphError(f"node names must be strings: {e}") from None
         for n in order:
             check_name(n)
-        d_edges = set(d_list)
+        d_edges: set[tuple[str, str]] = {(str(a), str(b)) for a, b in d_list}
         b_edges: set[tuple[str, str]] = set()
         for a, b in b_list:
             if a == b:

@@ -208,7 +208,9 @@ def parse_formula(text: str) -> Formula:
 
 def split_constraints(text: str) -> list[str]:
     """Split a constraint list on ``;``, ``,`` and newlines at parenthesis depth 0."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -450,7 +452,8 @@ def parse_assignment(text: str, roles: dict[str, bool] | None = None) -> dict[st
             raise ValueError(f"{item[:40]!r} is not of the form NAME=knight / NAME=knave")
         raw = m.group("role").strip()
         role = " ".join(raw.lower().split())
-        role = role[_ARTICLE.match(role).end():] if _ARTICLE.match(role) else role
+        article = _ARTICLE.match(role)
+        role = role[article.end():] if article else role
         if role in ("true", "t", "1"):
             val = True
         elif role in ("false", "f", "0"):

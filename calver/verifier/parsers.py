@@ -22,7 +22,7 @@ Decisions:
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from calver.verifier.formats import arrows, clear, dot, graphml, json, matrix, prose
 from calver.verifier.formats.common import MAX_EDGES, ParseError
@@ -67,12 +67,12 @@ def _parse(text: str, fmt, kind, nodes) -> CausalGraph:
     if fmt in (None, "arrows") and len(body) < 1_000_000:
         raw = arrows.parse_fast(body)  # the canonical arrow text of prompts and traces, one regex pass
         if raw is not None:
-            return _assemble(*raw, kind, nodes)
+            return _assemble(*_four(raw), kind, nodes)
     if fmt is None:
         fmt = _detect(body)
         if fmt is None and body[0] in "\"'“":
             try:  # only quoted names and separators: a node list (prose always has a bare word)
-                return _assemble(*arrows.parse_arrows(body, max_words=0)[:4], kind, nodes)
+                return _assemble(*_four(arrows.parse_arrows(body, max_words=0)), kind, nodes)
             except arrows.ProseLike:
                 pass
         if fmt is None:
@@ -83,11 +83,16 @@ def _parse(text: str, fmt, kind, nodes) -> CausalGraph:
                     raw = arrows.parse_arrows(body, max_words=3)[:4]
                 except arrows.ProseLike:
                     raise e from None
-            return _assemble(*raw, kind, nodes)
+            return _assemble(*_four(raw), kind, nodes)
     fmt = str(fmt).lower()
     if fmt not in _PARSERS:
         raise ParseError(f"unknown graph format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    return _assemble(*_PARSERS[fmt](body, nodes), kind, nodes)
+    return _assemble(*_four(_PARSERS[fmt](body, nodes)), kind, nodes)
+
+
+def _four(raw: Any) -> tuple[Any, Any, Any, Any]:
+    """A format parser's ``(nodes, directed, bidirected, declared kind)`` (arrow parsers add bare names)."""
+    return raw[0], raw[1], raw[2], raw[3]
 
 
 def _assemble(found, d, b, declared, kind, nodes) -> CausalGraph:

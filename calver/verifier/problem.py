@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError, check_name
 
@@ -47,7 +47,7 @@ class Problem:
     """
 
     task: str
-    query: dict[str, Any]
+    query: Mapping[str, Any]
     graph: CausalGraph | None = None
     text: str | None = None
     mode: str = "supplied"

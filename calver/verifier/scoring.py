@@ -246,7 +246,7 @@ def select(traces: Sequence[str], problem: Problem | PreparedProblem, tie: str =
 
 
 def select_from_scores(totals: Sequence[int], tie: str = "first", *, traces=None, problem=None, correct=None,
-                       parsed: Sequence[bool] | None = None) -> int:
+                       parsed: Sequence[bool] | Mapping[int, bool] | None = None) -> int:
     """The CALVER rule on precomputed totals (the one implementation every caller uses).
 
     ``first``: among the candidates tied at the maximum total, the earliest whose ANSWER parsed

@@ -78,7 +78,7 @@ def redact(reason: str, trace: str, problem: Problem, ts: Verdict | None = None)
         return out
     try:
         query = fam.normalize_query(problem)
-    except Exception:  # noqa: BLE001
+    except (ValueError, KeyError, TypeError):  # a malformed query (ProblemError is a ValueError)
         return out
     own = _own_keys(fam, ts)
 

@@ -12,6 +12,7 @@ paths.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from calver.verifier.formats.common import MAX_EDGES, ParseError, bad_token, quote_name
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
@@ -29,7 +30,9 @@ _HAS_ARROW = re.compile(r"<->|->|<-|[→←↔⟶⟵⟷⇒⇐⇔]|-->|<=>|=>")
 def lex(text: str, what: str) -> list[list]:
     """Items (lists of [kind, value, pos, joinable, raw]) of arrow text; separators split items.
     A bare (joinable) name's value is its words joined by one space."""
-    items, cur, arrows = [], [], 0
+    items: list[list[Any]] = []
+    cur: list[list[Any]] = []
+    arrows = 0
     for m in _ARROW_TOK.finditer(text):
         k, v, p = m.lastgroup, m.group(), m.start()
         if k == "ws":
@@ -99,7 +102,11 @@ def _unread_edges(text: str, what: str) -> None:
 def parse_arrows(text: str, what: str = "arrow text", max_words: int | None = None):
     """-> (nodes, directed, bidirected, declared kind, bare names). With ``max_words``, an unquoted name
     of more words is a ParseError (a bare node list that reads like unparsed prose)."""
-    nodes, d, b, bare, declared = [], [], [], [], None
+    nodes: list[str] = []
+    d: list[tuple[str, str]] = []
+    b: list[tuple[str, str]] = []
+    bare: list[str] = []
+    declared = None
     _unread_edges(text, what)
     items = lex(text, what)
     if max_words is not None and max_bare_words(items) > max_words:

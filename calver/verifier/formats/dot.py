@@ -44,7 +44,9 @@ def parse(text: str, hint=None):
         if len(toks) > 8 * MAX_EDGES:
             raise ParseError("DOT text too long")
     toks.append(("eof", "", len(text), False))
-    nodes, d, b = [], [], []
+    nodes: list[str] = []
+    d: list[tuple[str, str]] = []
+    b: list[tuple[str, str]] = []
     pos = [0]
 
     def at(kind, val=None, off=0):

@@ -121,7 +121,7 @@ def parse_node_sets(text: str) -> list[frozenset[str]]:
     s = text.strip()
     if len(s) >= 2 and s[0] == "[" and s[-1] == "]" and re.search(r"[{(]|set\(|∅", s):
         s = s[1:-1]
-    out = []
+    out: list[frozenset[str]] = []
     for m in re.finditer(r"(?:frozenset|set)\(\)|∅|\{[^{}]*\}|(?P<sep>[\s,]+)|(?P<bad>.)", s):
         if m.group("bad"):
             if out or m.start():

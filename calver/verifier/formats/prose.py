@@ -60,7 +60,11 @@ def _prose_lexer(known: tuple[str, ...]):
 
 
 def parse(text: str, hint=None):
-    known, nodes, d, b, sent = (set(hint) if hint else None), [], [], [], []
+    known = set(hint) if hint else None
+    nodes: list[str] = []
+    d: list[tuple[str, str]] = []
+    b: list[tuple[str, str]] = []
+    sent: list[tuple[str, str]] = []
     if len(text) > 500_000:
         raise ParseError("prose longer than 500000 characters")
     # Honest prose spends at least ~4 characters per edge ("A causes B, C, D"): a list-times-list

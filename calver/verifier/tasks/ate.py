@@ -32,7 +32,7 @@ import math
 import re
 from fractions import Fraction
 from itertools import combinations
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext
@@ -174,7 +174,7 @@ class AteThreshold(TaskFamily):
         q["epsilon"] = eps
         return q
 
-    def exact_effect(self, problem: Problem, query: dict[str, Any] | None = None) -> Fraction:
+    def exact_effect(self, problem: Problem, query: Mapping[str, Any] | None = None) -> Fraction:
         """θ(P; X, Y) exactly, as a Fraction (:func:`~calver.verifier.scm_exact.exact_ate`), memoized
         per problem. Decisions use :meth:`decision`, which is exact too and cheaper on large SCMs."""
         q = query if query is not None else self.normalize_query(problem)
@@ -184,7 +184,7 @@ class AteThreshold(TaskFamily):
             info["exact"][key] = exact_ate(scm, *key)
         return info["exact"][key]
 
-    def decision(self, problem: Problem, query: dict[str, Any] | None = None) -> AteDecision:
+    def decision(self, problem: Problem, query: Mapping[str, Any] | None = None) -> AteDecision:
         """θ > τ decided exactly (:func:`~calver.verifier.scm_exact.decide_ate`), memoized per problem."""
         q = query if query is not None else self.normalize_query(problem)
         scm, info = self._entry(problem)
@@ -215,7 +215,7 @@ class AteThreshold(TaskFamily):
         except TooLargeToGrade as e:  # as for longest paths: refuse rather than guess
             raise ProblemError(f"too large to grade exactly: {e}") from None
 
-    def is_valid_on(self, g: Any, query: dict[str, Any], obj: Any, problem: Problem | None = None) -> bool:
+    def is_valid_on(self, g: Any, query: Mapping[str, Any], obj: Any, problem: Problem | None = None) -> bool:
         """A decision is valid iff it is the exact one (θ from the problem's CPTs, whatever ``g``);
         an adjustment set iff it satisfies the backdoor criterion on ``g``."""
         if isinstance(obj, bool):
@@ -227,7 +227,8 @@ class AteThreshold(TaskFamily):
         z = frozenset(obj)
         return all(n in g for n in z) and is_backdoor_set(g, query["treatment"], query["outcome"], z)
 
-    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
+    def validity_class(self, g: CausalGraph, query: Mapping[str, Any],
+                       limit: int | None = None) -> list[frozenset[str]]:
         """The *strategy* validity class: every valid backdoor set (answers are decisions: use ``grade``)."""
         from calver.verifier.primitives import descendants, enumerate_valid_sets, is_backdoor_set
 
@@ -424,14 +425,14 @@ class AteThreshold(TaskFamily):
             "ANSWER": "yes" if decision else "no",
         })
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         return (f"Is the average treatment effect of {query['treatment']} on {query['outcome']}, "
                 f"P({query['outcome']}=1 | do({query['treatment']}=1)) - "
                 f"P({query['outcome']}=1 | do({query['treatment']}=0)), "
                 f"greater than {query['threshold']:g}? Answer yes or no.")
 
 
-def _tau(query: dict[str, Any]) -> Fraction:
+def _tau(query: Mapping[str, Any]) -> Fraction:
     """τ exactly: the normalized query's ``threshold_exact``, else its float's shortest decimal."""
     tau = query.get("threshold_exact")
     return tau if isinstance(tau, Fraction) else exact_number(query["threshold"])
@@ -456,6 +457,7 @@ def strict_certificate(problem: Problem, trace: str) -> tuple[bool, list[str]]:
     if problem.task != AteThreshold.name:
         return False, [f"the strict ATE certificate applies to ate_threshold problems, not {problem.task}"]
     fam = get_family(problem.task)
+    assert isinstance(fam, AteThreshold)
     reasons: list[str] = []
     q = fam.normalize_query(problem)
     x, y, tau, eps = q["treatment"], q["outcome"], q["threshold"], q["epsilon"]
@@ -471,6 +473,7 @@ def strict_certificate(problem: Problem, trace: str) -> tuple[bool, list[str]]:
         reasons.append("graph is not a DAG")
     if not is_positive(scm):
         reasons.append("P is not positive")
+    assert sc.slots is not None  # a fresh score always carries its slots
     stext = sc.slots.get("STRATEGY")
     try:
         if stext is None:

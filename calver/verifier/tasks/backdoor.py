@@ -8,7 +8,7 @@ Valid sets are the separators within R = V ∖ ({X, Y} ∪ De(X)), so minimal/ma
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.primitives import is_backdoor_set
@@ -45,7 +45,7 @@ class BackdoorSet(SeparatorFamily):
             raise ProblemError("query fields 'treatment' and 'outcome' must differ")
         return q
 
-    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+    def excluded(self, query: Mapping[str, Any]) -> frozenset[str]:
         return frozenset((query["treatment"], query["outcome"]))
 
     def separator_masks(self, g, query):
@@ -55,7 +55,7 @@ class BackdoorSet(SeparatorFamily):
         rm = ((1 << len(g.nodes)) - 1) & ~(xm | ym | descendants_mask(g, xm))
         return xm, ym, rm, xm
 
-    def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
+    def candidates(self, g: CausalGraph, query: Mapping[str, Any]) -> list[str]:
         from calver.verifier.primitives import descendants
 
         banned = self.excluded(query) | descendants(g, query["treatment"])
@@ -79,6 +79,6 @@ class BackdoorSet(SeparatorFamily):
     def witness_ends(self, query):
         return (query["treatment"], query["outcome"])
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         kind = {"any": "one valid", "minimal": "one minimal valid", "maximal": "one maximal valid"}[query["variant"]]
         return f"Find {kind} backdoor adjustment set for treatment {query['treatment']} and outcome {query['outcome']}."

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from itertools import combinations
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator, Mapping
 
 from calver.verifier.contract import format_kv, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext, WorkBudget, node_order
@@ -71,6 +71,7 @@ def check_witness_paths(g: CausalGraph | None, text: str | None, ends: tuple[str
         if hit is None or hit[0] is not g:  # a pool's candidates list the same few paths
             try:
                 nodes, types = cached_path(p)
+                assert g is not None  # paths without a graph were refused above
                 path_edges(g, nodes, types)
                 hit = (g, nodes, None)
             except (ValueError, GraphError) as e:
@@ -95,12 +96,12 @@ class NodeSetFamily(TaskFamily):
     derivation_reads = ("DERIVATION", "STRATEGY")  # binding + witness edges on the verification graph
 
     # ---- to implement ----------------------------------------------------------------------
-    def base_violation(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> str | None:
+    def base_violation(self, g: CausalGraph, query: Mapping[str, Any], nodes: frozenset[str]) -> str | None:
         """Why ``nodes`` is not a valid set (ignoring the variant), or None when valid. Builds a
         feedback sentence (e.g. an open path): used for the reason of a failed predicate only."""
         raise NotImplementedError
 
-    def is_base_valid(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> bool:
+    def is_base_valid(self, g: CausalGraph, query: Mapping[str, Any], nodes: frozenset[str]) -> bool:
         """Whether ``nodes`` is a valid set (ignoring the variant), without building a reason.
 
         This is the hot path of :meth:`validity_class` and the minimal/maximal checks (one call per
@@ -108,18 +109,18 @@ class NodeSetFamily(TaskFamily):
         ``base_violation(...) is None``; the default derives it from there."""
         return self.base_violation(g, query, frozenset(nodes)) is None
 
-    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+    def excluded(self, query: Mapping[str, Any]) -> frozenset[str]:
         """Nodes that can never be members (treatment, outcome ...)."""
         return frozenset()
 
-    def witness_paths(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str]) -> list[str]:
+    def witness_paths(self, g: CausalGraph, query: Mapping[str, Any], nodes: frozenset[str]) -> list[str]:
         return []
 
     # ---- shared ------------------------------------------------------------------------------
-    def parse_object(self, text: str) -> frozenset[str]:
+    def parse_object(self, text: str) -> Any:  # a set here; subclasses parse paths and cycles
         return cached_node_set(text)
 
-    def coerce_object(self, obj: Any) -> frozenset[str]:
+    def coerce_object(self, obj: Any) -> Any:
         if isinstance(obj, str):
             return self.parse_object(obj)
         if isinstance(obj, (set, frozenset, list, tuple)):
@@ -132,7 +133,7 @@ class NodeSetFamily(TaskFamily):
     def canonical_answer_key(self, obj: Any) -> Any:
         return frozenset(obj)
 
-    def object_from_json(self, data: Any) -> frozenset[str]:
+    def object_from_json(self, data: Any) -> Any:
         return frozenset(data)
 
     def object_mentions(self, text: str) -> list[tuple[int, int]]:
@@ -146,11 +147,11 @@ class NodeSetFamily(TaskFamily):
         yield from (frozenset(c) for c in combinations(order, 2))
         yield frozenset(order)
 
-    def candidates(self, g: CausalGraph, query: dict[str, Any]) -> list[str]:
+    def candidates(self, g: CausalGraph, query: Mapping[str, Any]) -> list[str]:
         ex = self.excluded(query)
         return [n for n in g.nodes if n not in ex]
 
-    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: CausalGraph, query: Mapping[str, Any], obj: Any) -> Check:
         nodes = frozenset(obj)
         unknown = sorted(n for n in nodes if n not in g)
         if unknown:
@@ -179,6 +180,7 @@ class NodeSetFamily(TaskFamily):
         except TypeError:  # an unhashable query value: no memo
             return search(g, query, nodes, WorkBudget(what=what))
         if hit is None or hit[0] is not g:
+            found: frozenset[str] | None | TooLargeToGrade  # the verdict past the budget is memoized too
             try:
                 found = search(g, query, nodes, WorkBudget(what=what))
             except TooLargeToGrade as e:
@@ -191,7 +193,7 @@ class NodeSetFamily(TaskFamily):
     # Exact minimal/maximal checks. The default is an exhaustive search over what prune_pool
     # leaves (valid families need not be monotone), failing closed once its WorkBudget is spent;
     # every family shipped here overrides both methods with a polynomial exact test.
-    def prune_pool(self, g: CausalGraph, query: dict[str, Any], must: frozenset[str],
+    def prune_pool(self, g: CausalGraph, query: Mapping[str, Any], must: frozenset[str],
                    pool: frozenset[str]) -> tuple[frozenset[str], frozenset[str]] | None:
         """(must', pool') with must ⊆ must' ⊆ pool' ⊆ pool such that every valid S with must ⊆ S ⊆
         pool also has must' ⊆ S ⊆ pool' (it must be provably sound), or None if no such S is
@@ -242,7 +244,8 @@ class NodeSetFamily(TaskFamily):
             return None
         return self._search(g, query, nodes, *pruned, lambda must, free: [must | {n} for n in free], budget)
 
-    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[frozenset[str]]:
+    def validity_class(self, g: CausalGraph, query: Mapping[str, Any],
+                       limit: int | None = None) -> list[frozenset[str]]:
         """Every valid set (``is_base_valid`` on each subset of :meth:`candidates`, ordered by size
         then sorted names, as :func:`~calver.verifier.primitives.enumerate_valid_sets`), stopping
         after ``limit`` hits, then the variant's minimal/maximal filter."""
@@ -312,7 +315,7 @@ class NodeSetFamily(TaskFamily):
             return check_witness_paths(ctx.g_ver, args.get(self.witness_arg), self.witness_ends(ctx.query))
         return PASS
 
-    def witness_ends(self, query: dict[str, Any]) -> tuple[str, str] | None:
+    def witness_ends(self, query: Mapping[str, Any]) -> tuple[str, str] | None:
         return None
 
     def check_result(self, ctx: TraceContext) -> Check:
@@ -353,9 +356,10 @@ class NodeSetFamily(TaskFamily):
         return PASS
 
     # ---- rendering -------------------------------------------------------------------------------
-    def derivation_slot(self, g: CausalGraph, query: dict[str, Any], nodes: frozenset[str],
+    def derivation_slot(self, g: CausalGraph, query: Mapping[str, Any], nodes: frozenset[str],
                         witnesses: int | None = None) -> str:
         args: dict[str, Any] = {k: format_value(self.query_types[k], query[k]) for k in self.bound_args}
+        assert self.object_arg is not None  # set-returning families name their object argument
         args[self.object_arg] = self.format_object(nodes)
         if self.witness_arg:
             paths = self.witness_paths(g, query, nodes)[:witnesses]
@@ -386,7 +390,7 @@ class SeparatorFamily(NodeSetFamily):
     (G without the outgoing edges of ``no_out``): minimal/maximal are exact and linear
     (:mod:`calver.verifier.separators`)."""
 
-    def separator_masks(self, g: CausalGraph, query: dict[str, Any]) -> tuple[int, int, int, int]:
+    def separator_masks(self, g: CausalGraph, query: Mapping[str, Any]) -> tuple[int, int, int, int]:
         """Masks (X, Y, R, no_out)."""
         raise NotImplementedError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.contract import format_path, format_set, parse_call
 from calver.verifier.family import Check
@@ -50,7 +50,7 @@ class BlockingSet(NodeSetFamily):
             q["path"] = (nodes, types)
         return q
 
-    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+    def excluded(self, query: Mapping[str, Any]) -> frozenset[str]:
         nodes = query["path"][0]
         return frozenset((nodes[0], nodes[-1]))
 
@@ -122,7 +122,7 @@ class BlockingSet(NodeSetFamily):
         nodes = query["path"][0]
         return (nodes[0], nodes[-1])
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         path, types = query["path"]
         kind = "one minimal" if query["variant"] == "minimal" else "one"
         return f"Find {kind} node set that blocks the path {format_path(list(path), list(types) if types else None)}."

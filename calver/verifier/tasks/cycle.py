@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from calver.verifier.contract import format_path
 from calver.verifier.family import PASS, Check, node_order
@@ -91,7 +91,7 @@ class CycleWitness(NodeSetFamily):
         if answer:
             yield tuple(reversed(tuple(answer)))
 
-    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: CausalGraph, query: Mapping[str, Any], obj: Any) -> Check:
         from calver.verifier.primitives import is_directed_cycle
 
         nodes = tuple(obj)
@@ -105,7 +105,7 @@ class CycleWitness(NodeSetFamily):
         missing = [f"{a}->{b}" for a, b in zip(nodes, nodes[1:] + nodes[:1]) if not g.has_edge(a, b)]
         return Check.fail(f"{self.format_object(nodes)} is not a directed cycle: missing edge(s) {', '.join(missing)}")
 
-    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+    def validity_class(self, g: CausalGraph, query: Mapping[str, Any], limit: int | None = None) -> list[Any]:
         import networkx as nx
 
         if g.acyclic:
@@ -120,5 +120,5 @@ class CycleWitness(NodeSetFamily):
     def derivation_slot(self, g, query, obj, witnesses=None):
         return f"{self.operation}(cycle={self.format_object(obj)})"
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         return "Find one directed cycle in the graph (answer none if the graph is acyclic)."

@@ -23,7 +23,7 @@ what adding either breaks), yet minimal and maximal are exact and polynomial und
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.family import WorkBudget
 from calver.verifier.graph import CausalGraph, GraphClass
@@ -204,7 +204,7 @@ class FrontdoorSet(NodeSetFamily):
         # the treatment's children: every directed X -> ... -> Y path enters one first
         yield g.children(query["treatment"]) - {query["outcome"]}
 
-    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+    def excluded(self, query: Mapping[str, Any]) -> frozenset[str]:
         return frozenset((query["treatment"], query["outcome"]))
 
     def base_violation(self, g, query, nodes):
@@ -239,7 +239,7 @@ class FrontdoorSet(NodeSetFamily):
     def witness_ends(self, query):
         return (query["treatment"], query["outcome"])
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         kind = {"any": "one valid", "minimal": "one minimal valid", "maximal": "one maximal valid"}[query["variant"]]
         text = (f"Find {kind} front-door adjustment set for treatment {query['treatment']} "
                 f"and outcome {query['outcome']}.")

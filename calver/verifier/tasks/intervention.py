@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.contract import assemble_trace, format_kv, format_path, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
@@ -74,12 +74,12 @@ class InterventionReachability(TaskFamily):
             return "yes" if obj else "no"
         return format_path(list(obj)) if obj else "none"
 
-    def truth(self, g: CausalGraph, q: dict[str, Any]) -> bool:
+    def truth(self, g: CausalGraph, q: Mapping[str, Any]) -> bool:
         from calver.verifier.primitives import reachable_after_do
 
         return reachable_after_do(g, q["do"], q["source"], q["target"])
 
-    def witness_holds(self, g: CausalGraph, q: dict[str, Any], path: tuple[str, ...]) -> Check:
+    def witness_holds(self, g: CausalGraph, q: Mapping[str, Any], path: tuple[str, ...]) -> Check:
         if not path:
             if self.truth(g, q):
                 return Check.fail(f"'none' is wrong: {q['source']} reaches {q['target']} "
@@ -96,7 +96,7 @@ class InterventionReachability(TaskFamily):
             return Check.fail("witness path repeats a node")
         return PASS
 
-    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: CausalGraph, query: Mapping[str, Any], obj: Any) -> Check:
         if isinstance(obj, bool):
             truth = self.truth(g, query)
             return PASS if obj == truth else Check.fail(f"the correct decision is {'yes' if truth else 'no'}")
@@ -179,7 +179,7 @@ class InterventionReachability(TaskFamily):
 
         g, q = problem.graph, self.normalize_query(problem)
         decision = self.truth(g, q) if obj is None else bool(obj)
-        path = ()
+        path: tuple[str, ...] = ()
         if decision:
             path = tuple(find_directed_path(g, q["source"], q["target"], removed_incoming=q["do"]) or ())
         truth = self.truth(g, q)
@@ -196,6 +196,6 @@ class InterventionReachability(TaskFamily):
             "ANSWER": "yes" if decision else "no",
         })
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         return (f"After intervening on {format_set(query['do'])} (removing the edges into it), is there still a "
                 f"directed path from {query['source']} to {query['target']}? Answer yes or no.")

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from itertools import product
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
@@ -295,7 +295,7 @@ class KnightsKnaves(TaskFamily):
             return parse_assignment(answer, roles)
         return self.coerce_object(answer, roles)
 
-    def predicate(self, g: Any, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: Any, query: Mapping[str, Any], obj: Any) -> Check:
         """``obj`` satisfies the constraint list ``g`` over the query's people."""
         tt = TruthTable(sorted(query["people"]))
         try:
@@ -304,7 +304,7 @@ class KnightsKnaves(TaskFamily):
             return Check.fail(str(e))
         return PASS if ok else Check.fail("the assignment violates a constraint")
 
-    def validity_class(self, g: Any, query: dict[str, Any], limit: int | None = None) -> list[dict[str, bool]]:
+    def validity_class(self, g: Any, query: Mapping[str, Any], limit: int | None = None) -> list[dict[str, bool]]:
         sols = TruthTable(sorted(query["people"])).solutions(g)
         return sols[:limit] if limit is not None else sols
 
@@ -492,6 +492,6 @@ class KnightsKnaves(TaskFamily):
             "ANSWER": format_assignment(assignment, people),
         }, graph_label=self.graph_label)
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         return (f"Which of {', '.join(sorted(query['people']))} are knights and which are knaves? "
                 "Give every person's role.")

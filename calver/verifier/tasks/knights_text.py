@@ -21,7 +21,7 @@ generated puzzle's statements (truth-table-equivalent, per speaker) before writi
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 from calver.verifier.logic import Atom, Bin, Formula, Not, says
 from calver.verifier.problem import Problem, ProblemError
@@ -99,7 +99,7 @@ def _literal_pattern(people: Iterable[str], truthful: str, lying: str) -> re.Pat
 _SKELETON_TOKEN = re.compile(r"\s*(?:(?P<lit>\x00\d+\x00)|(?P<word>[a-z]+)|(?P<punct>[(),:]))")
 
 # (prefix, separator, suffix) of a two-operand phrase -> its formula
-_BINARY = {
+_BINARY: dict[tuple[str, str, str], Callable[[Formula, Formula], Formula]] = {
     ("", "and", ""): lambda a, b: Bin("and", a, b),
     ("both", "and", ""): lambda a, b: Bin("and", a, b),
     ("", "or", ""): lambda a, b: Bin("or", a, b),

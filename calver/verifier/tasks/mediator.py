@@ -13,7 +13,7 @@ such walks, written forwards (``X -> M -> Y``) or backwards (``Y <- M <- X``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.contract import format_path, format_set
 from calver.verifier.family import PASS, Check
@@ -82,7 +82,7 @@ class Mediator(NodeSetFamily):
 
         return frozenset(mediators(g, query["treatment"], query["outcome"], one_hop=query["variant"] == "direct"))
 
-    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: CausalGraph, query: Mapping[str, Any], obj: Any) -> Check:
         nodes = frozenset(obj)
         unknown = sorted(n for n in nodes if n not in g)
         if unknown:
@@ -134,7 +134,7 @@ class Mediator(NodeSetFamily):
                 return Check.fail(why)
         return PASS
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         x, y = query["treatment"], query["outcome"]
         return {
             "any": f"Name one mediator of the effect of {x} on {y}.",

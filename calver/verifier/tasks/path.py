@@ -11,7 +11,7 @@ raises :class:`ProblemError` for it instead of silently calling a correct answer
 from __future__ import annotations
 
 from itertools import combinations
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from calver.verifier.contract import format_path
 from calver.verifier.family import PASS, Check, TooLargeToGrade, TraceContext, node_order
@@ -89,7 +89,7 @@ class _PathFamily(NodeSetFamily):
         nodes, types = obj
         return tuple(nodes), tuple(path_edges(g, list(nodes), list(types) if types else None))
 
-    def predicate(self, g: CausalGraph, query: dict[str, Any], obj: Any) -> Check:
+    def predicate(self, g: CausalGraph, query: Mapping[str, Any], obj: Any) -> Check:
         a, b = (query[k] for k in self.ends)
         nodes, _types = obj
         kind = "backdoor path" if self.backdoor else "path"
@@ -123,7 +123,7 @@ class _PathFamily(NodeSetFamily):
                 return Check.fail(f"{self.format_object(obj)} has {len(types)} edges; the {variant} {kind} has {want}")
         return PASS
 
-    def validity_class(self, g: CausalGraph, query: dict[str, Any], limit: int | None = None) -> list[Any]:
+    def validity_class(self, g: CausalGraph, query: Mapping[str, Any], limit: int | None = None) -> list[Any]:
         """The variant's paths, shortest first (BFS for shortest, bounded search otherwise), at most
         ``limit``; ``[none]`` if there is no path. Raises :class:`TooLargeToGrade` (a GraphError)
         where the bounded search gives up."""

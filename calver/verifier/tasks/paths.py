@@ -232,7 +232,9 @@ def paths_of_length(g: CausalGraph, a: str, b: str, length: int, backdoor: bool 
     index = {n: i for i, n in enumerate(g.nodes)}
     nbrs = [[(index[nb], t) for nb, t in sorted(_neighbours(g, n))] for n in g.nodes]
     budget = budget or _budget(g, ia, ib, backdoor, f"enumerating every {length}-edge", ENUM_LIMIT)
-    nodes, types, on = [ia], [], 1 << ia
+    nodes: list[int] = [ia]
+    types: list[str] = []
+    on = 1 << ia
     stack = [iter([(j, t) for j, t in nbrs[ia] if not (backdoor and t == "->")])]
     while stack:
         step = next(stack[-1], None)
@@ -270,6 +272,7 @@ def path_class(g: CausalGraph, a: str, b: str, backdoor: bool, variant: str, lim
         lengths = range(lo, lo + 1)
     elif variant == "longest":
         hi = longest_path_length(g, a, b, backdoor)
+        assert hi is not None  # a path exists: the shortest one
         lengths = range(hi, hi + 1)
     else:
         ia, ib = g.index(a), g.index(b)

@@ -4,7 +4,7 @@ Minimal/maximal are exact and polynomial (:class:`~calver.verifier.tasks.base.Se
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from calver.verifier.contract import format_set
 from calver.verifier.graph import GraphClass
@@ -51,7 +51,7 @@ class SeparationSet(SeparatorFamily):
         px, py = (frozenset().union(*(g.parents(n) for n in query[side])) - ends for side in ("x", "y"))
         yield from (px | py, px, py)
 
-    def excluded(self, query: dict[str, Any]) -> frozenset[str]:
+    def excluded(self, query: Mapping[str, Any]) -> frozenset[str]:
         return frozenset(query["x"]) | frozenset(query["y"])
 
     def separator_masks(self, g, query):
@@ -97,7 +97,7 @@ class SeparationSet(SeparatorFamily):
             return (next(iter(query["x"])), next(iter(query["y"])))
         return None
 
-    def question_text(self, query: dict[str, Any]) -> str:
+    def question_text(self, query: Mapping[str, Any]) -> str:
         kind = {"any": "one valid", "minimal": "one minimal valid", "maximal": "one maximal valid"}[query["variant"]]
         return (f"Find {kind} node set that separates {format_set(query['x'])} from "
                 f"{format_set(query['y'])} (conditioning set excludes both).")
