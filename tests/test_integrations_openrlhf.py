@@ -216,3 +216,52 @@ def test_loads_the_way_openrlhf_does(problems):
     p = problems[2]
     out = mod.reward_func([canonical_trace(p)], [""], [problem_json(p)])
     assert float(out["rewards"][0]) == 1.0
+
+
+def test_serve_reward_answers_the_protocol_and_refuses_what_is_not(problems):
+    import json as _json
+    import urllib.error
+    import urllib.request
+
+    from calver.integrations.openrlhf_server import RewardServer, serve_in_thread
+    from calver.reward import RewardOptions
+
+    server = RewardServer(("127.0.0.1", 0), RewardOptions(), max_body_bytes=200_000, max_rows=8)
+    serve_in_thread(server)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def post(body: bytes, path: str = "/get_reward"):
+        req = urllib.request.Request(base + path, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, _json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, _json.loads(e.read())
+
+    try:
+        p = problems[0]
+        gold = canonical_trace(p)
+        status, out = post(_json.dumps({"query": [gold, "junk", gold], "prompts": ["", "", ""],
+                                        "labels": [problem_json(p), problem_json(p), "not json"]}).encode())
+        assert status == 200 and out["rewards"] == out["scores"] and out["rewards"][0] == 1.0
+        assert out["rewards"][2] == 0.0 and out["extra_logs"]["calver/unscorable"] == [0.0, 0.0, 1.0]
+        assert set(out["extra_logs"]) == set(LOG_KEYS)
+        assert post(b"{not json")[0] == 400
+        assert post(_json.dumps({"queries": []}).encode())[0] == 400
+        assert post(_json.dumps({"query": ["x"], "labels": "y"}).encode())[0] == 400
+        assert post(_json.dumps({"query": ["x"] * 9}).encode())[0] == 413
+        assert post(b"[" + b" " * 300_000 + b"]")[0] == 413
+        assert post(b"{}", "/step")[0] == 404
+        with urllib.request.urlopen(base + "/health", timeout=30) as r:
+            assert _json.loads(r.read()) == {"status": "ok"}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert server.server_address[0] == "127.0.0.1"
+
+
+def test_serve_reward_cli_refuses_bad_options(capsys):
+    from calver.cli import main
+
+    assert main(["serve-reward", "--variant", "nope", "--port", "0"]) == 2
+    assert "reward option" in capsys.readouterr().err

@@ -276,3 +276,23 @@ def test_a_row_over_budget_is_unscorable_with_its_reason(problems, monkeypatch):
     assert outs[0]["score"] == 1.0 and outs[0]["unscorable"] == 0
     assert outs[1] == {"score": 0.0, **{k: 0 for k in KEYS[1:-1]}, "unscorable": 1}
     assert reward_core.stats()["unscorable_reasons"] == {"timeout": 1}
+
+
+def test_the_exporter_warns_for_prompts_verl_would_truncate(problems, caplog):
+    """Ecosystem review: verl's default data.max_prompt_length (512) left-truncated 43% of the GPU chain's
+    prompts, cutting the contract's system message first, with no word from the exporter."""
+    rows = to_grpo_rows(problems)
+    lengths = [sum(len(m["content"]) for m in r["prompt"]) for r in rows]
+    with caplog.at_level("WARNING", logger="calver.integrations.verl"):
+        assert cv.check_prompt_lengths(rows, 10_000) == 0
+        assert not caplog.records
+        over = cv.check_prompt_lengths(rows, 64)
+    assert over == len(rows) and "data.max_prompt_length=" in caplog.text and "estimated" in caplog.text
+
+    class Tok:  # a tokenizer whose chat template counts one token per character
+        @staticmethod
+        def apply_chat_template(msgs, tokenize=True, add_generation_prompt=True):
+            return [0] * sum(len(m["content"]) for m in msgs)
+
+    assert cv.check_prompt_lengths(rows, max(lengths) - 1, Tok()) == lengths.count(max(lengths))
+    assert cv.check_prompt_lengths(rows, max(lengths), Tok()) == 0

@@ -13,7 +13,7 @@ the server log (``--log_level info``), never to the client. Clients: OpenEnv's E
 at most ``--max_sessions_per_client`` sessions.
 
 Binds 127.0.0.1 by default: the server has no authentication; give ``--host`` another address only on a network you
-trust. Needs OpenEnv (``openenv-core``; ``docs/integrations.md`` has the lean install). Also runs standalone:
+trust. Needs OpenEnv (``openenv`` 0.10; ``docs/integrations.md`` has the lean install). Also runs standalone:
 ``python -m calver.integrations.openenv_cli`` with the same flags.
 """
 
@@ -78,7 +78,7 @@ def run_serve_env(args: argparse.Namespace) -> int:
         from calver.integrations.openenv_server import serve
     except ImportError as e:
         print(f"calver serve-env: error: OpenEnv is not importable ({e}); install it as docs/integrations.md "
-              "says (`pip install -e .[env]` then `pip install --no-deps openenv-core==0.3.0`), or run "
+              "says (`pip install -e .[env]` then `pip install --no-deps openenv==0.10.0`), or run "
               "scripts/setup_env.sh", file=sys.stderr)
         return 2
     for name in ("n", "port", "max_sessions", "max_sessions_per_client", "max_trace_chars"):

@@ -51,7 +51,7 @@ pass the reset's ``ticket`` in the action, ``TraceAction(trace=..., ticket=...)`
 ``problem_id=`` (that problem), ``index=`` (the i-th, modulo the set) or ``seed=`` (a seeded draw); with none
 of them, successive resets walk the problem set round robin (shared by all sessions).
 
-Needs OpenEnv (``openenv-core``; see ``docs/integrations.md`` for the lean install).
+Needs OpenEnv (``openenv`` 0.10; see ``docs/integrations.md`` for the lean install).
 """
 
 from __future__ import annotations

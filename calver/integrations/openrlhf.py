@@ -39,6 +39,7 @@ import threading
 from typing import Any, Callable, NamedTuple, Sequence
 
 from calver.reward import RewardOptions, RewardSpec, score_batch
+from calver.reward.completions import rows
 from calver.verifier import BIT_KEYS, RowResult, Unscorable
 
 logger = logging.getLogger(__name__)
@@ -66,13 +67,13 @@ def _special_tokens(tokenizer: Any) -> list[str]:
     toks: set[str] = set()
     try:
         toks.update(t for t in (getattr(tokenizer, "all_special_tokens", None) or ()) if isinstance(t, str))
-    except Exception:  # noqa: BLE001 - a tokenizer without the attribute
+    except (AttributeError, TypeError, ValueError):  # a tokenizer without the attribute
         pass
     try:
         for added in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
             if getattr(added, "special", False) and isinstance(getattr(added, "content", None), str):
                 toks.add(added.content)
-    except Exception:  # noqa: BLE001
+    except (AttributeError, TypeError, ValueError):
         pass
     return sorted((t for t in toks if t), key=lambda t: (-len(t), t))
 
@@ -128,15 +129,6 @@ def response_text(query: Any, prompt: Any = None, markers: ChatMarkers = CHATML)
     return resp
 
 
-def _rows(value: Any) -> list[Any] | None:
-    if isinstance(value, (str, bytes, bytearray, dict)) or value is None:
-        return None
-    try:
-        return list(value)
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def _column(values: list[float]) -> Any:
     try:
         import torch
@@ -180,11 +172,11 @@ def score_queries(queries: Any, prompts: Any, labels: Any, markers: ChatMarkers,
                   options: RewardOptions) -> tuple[list[RowResult], RewardSpec]:
     """Each decoded query's response scored against its label (a problem JSON). Never raises: a batch
     that cannot be read gives one unscorable row per query it could count."""
-    qs = _rows(queries)
+    qs = rows(queries)
     n = len(qs) if qs is not None else 0
     try:
-        ps = (_rows(prompts) or [])[:n]
-        ls = (_rows(labels) or [])[:n]
+        ps = (rows(prompts) or [])[:n]
+        ls = (rows(labels) or [])[:n]
         ps += [None] * (n - len(ps))
         ls += [None] * (n - len(ls))
         texts = []
