@@ -10,7 +10,7 @@ answer and of a wrong one, and prints CPU seconds per ``score`` call:
 * warm: the same trace scored again on the same problem (the pool's other candidates),
 
 and the outcome: the six bits, or "too large" where the check failed closed at its work budget
-(``calver.verifier.family.WORK_LIMIT``). A second group scores the largest traces and problems the
+(``calver.verifier.budget.WORK_LIMIT``). A second group scores the largest traces and problems the
 contract admits elsewhere (1 MB traces, a 300 KB GRAPH slot, 20-person puzzles, 20-variable SCMs),
 whose cost is linear but still bounds a call. The last line names the worst cold call.
 

@@ -24,11 +24,11 @@ from calver.data_gen.text_levels import constructed_problems
 from calver.infer.firewall import strip_problem
 from calver.verifier import Problem, ProblemError, grade, score, select
 from calver.verifier import scm as scm_mod
+from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.contract import assemble_trace
-from calver.verifier.family import TooLargeToGrade
 from calver.verifier.registry import get_family
-from calver.verifier.scm import BinarySCM, cached_joint, parse_cpt_text
-from calver.verifier.scm_exact import decide_ate, exact_ate, exact_cost, exact_decimal, exact_number, format_exact
+from calver.verifier.scm import BinarySCM, cached_joint, decide_ate, parse_cpt_text
+from calver.verifier.scm_exact import exact_ate, exact_cost, exact_decimal, exact_number, format_exact
 
 DATA = Path(__file__).resolve().parent / "data" / "repro-2026-12-01"
 FAM = get_family("ate_threshold")
@@ -310,10 +310,10 @@ def test_large_dense_scm_decides_within_budget():
 
 
 def test_a_near_tie_past_the_cost_limit_fails_closed_in_score_and_grade(monkeypatch):
-    from calver.verifier import scm_exact
+    from calver.verifier import scm
 
     p = xy_problem("0.4", "0.1", 0.3)  # θ = τ exactly
-    monkeypatch.setattr(scm_exact.decide_ate, "__defaults__", (-1,))  # every exact sum "too costly"
+    monkeypatch.setattr(scm.decide_ate, "__defaults__", (-1,))  # every exact sum "too costly"
     for answer in ("yes", "no"):
         s = score(trace("X", "Y", "0.3", "0.3", answer, "0.4", "0.1"), p)
         assert s.bits[5] == 0 and "within 1e-09 of the threshold" in s.reasons["ANSWER"]

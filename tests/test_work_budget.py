@@ -15,7 +15,7 @@ import pytest
 from fixtures import latent_projection, random_admg, random_dag
 
 from calver.verifier import CausalGraph, GraphClass, GraphError, Problem, get_family, grade, score
-from calver.verifier import family as F
+from calver.verifier import budget as F
 from calver.verifier.paths import ancestors_mask, descendants_mask, node_mask
 from calver.verifier.separators import larger_separator, smaller_separator
 from calver.verifier.tasks import base, paths

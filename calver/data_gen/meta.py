@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from calver.verifier.family import TooLargeToGrade
+from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.graph import CausalGraph
 from calver.verifier.problem import Problem
 

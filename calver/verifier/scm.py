@@ -37,9 +37,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.memo import Memo
-from calver.verifier.scm_exact import exact_decimal
+from calver.verifier.scm_exact import FLOAT_MARGIN, MAX_EXACT_COST, AteDecision, exact_ate, exact_cost, exact_decimal
 
 MAX_SCM_NODES = 20  # the joint has 2^n entries
 
@@ -374,3 +375,18 @@ def brute_force_joint(scm: BinarySCM) -> dict[tuple[int, ...], float]:
         out[vals] = p
     return out
 
+
+def decide_ate(scm: Any, x: str, y: str, tau: Fraction, max_cost: int = MAX_EXACT_COST) -> AteDecision:
+    """Whether θ(P; X, Y) > τ, exactly: by :func:`exact_ate` when it costs at most ``max_cost``;
+    else by the float θ̂ when |θ̂ − τ| exceeds :data:`FLOAT_MARGIN` (plus τ's own rounding). Inside
+    that margin on such an SCM (only a constructed near-tie on a large, dense one gets there) it
+    fails closed: :class:`~calver.verifier.budget.TooLargeToGrade`, never a guess, never a stall."""
+    cost = exact_cost(scm, x, y)
+    if cost > max_cost:
+        est, t = true_ate(scm, x, y), float(tau)
+        if abs(est - t) > FLOAT_MARGIN + 4e-16 * abs(t):
+            return AteDecision(est > t, None, est)
+        raise TooLargeToGrade(f"the effect {est:.6g} is within {FLOAT_MARGIN:g} of the threshold and its exact "
+                              f"value would cost {cost:,} work units (limit {max_cost:,})")
+    theta = exact_ate(scm, x, y)
+    return AteDecision(theta > tau, theta, float(theta))

@@ -294,22 +294,3 @@ class AteDecision:
         if self.theta is not None:
             return describe_exact(self.theta)
         return f"{self.estimate:.6g} (within {FLOAT_MARGIN:g} of the exact value)"
-
-
-def decide_ate(scm: Any, x: str, y: str, tau: Fraction, max_cost: int = MAX_EXACT_COST) -> AteDecision:
-    """Whether θ(P; X, Y) > τ, exactly: by :func:`exact_ate` when it costs at most ``max_cost``;
-    else by the float θ̂ when |θ̂ − τ| exceeds :data:`FLOAT_MARGIN` (plus τ's own rounding). Inside
-    that margin on such an SCM (only a constructed near-tie on a large, dense one gets there) it
-    fails closed: :class:`~calver.verifier.family.TooLargeToGrade`, never a guess, never a stall."""
-    cost = exact_cost(scm, x, y)
-    if cost > max_cost:
-        from calver.verifier.family import TooLargeToGrade
-        from calver.verifier.scm import true_ate
-
-        est, t = true_ate(scm, x, y), float(tau)
-        if abs(est - t) > FLOAT_MARGIN + 4e-16 * abs(t):
-            return AteDecision(est > t, None, est)
-        raise TooLargeToGrade(f"the effect {est:.6g} is within {FLOAT_MARGIN:g} of the threshold and its exact "
-                              f"value would cost {cost:,} work units (limit {max_cost:,})")
-    theta = exact_ate(scm, x, y)
-    return AteDecision(theta > tau, theta, float(theta))

@@ -29,7 +29,7 @@ decide every root.
 
 from __future__ import annotations
 
-from calver.verifier.family import WorkBudget
+from calver.verifier.budget import WorkBudget
 from calver.verifier.graph import CausalGraph
 from calver.verifier.paths import bits, closure
 from calver.verifier.primitives import _connected, _require_acyclic

@@ -33,7 +33,7 @@ from calver.data_gen.generators.families import (
 )
 from calver.data_gen.names import node_names
 from calver.data_gen.prompts import problem_text, prompt_encoding
-from calver.verifier.family import TooLargeToGrade
+from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.problem import Problem
 from calver.verifier.registry import get_family
 

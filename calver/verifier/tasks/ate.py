@@ -34,14 +34,15 @@ from fractions import Fraction
 from itertools import combinations
 from typing import Any, Mapping
 
+from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.contract import assemble_trace, format_kv, format_set
-from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.memo import Memo, charge
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
-from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, is_positive
-from calver.verifier.scm_exact import AteDecision, decide_ate, exact_ate, exact_number, format_exact, margin_side
+from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, decide_ate, is_positive
+from calver.verifier.scm_exact import AteDecision, exact_ate, exact_number, format_exact, margin_side
 from calver.verifier.values import format_value, normalize_value
 
 DEFAULT_EPSILON = 0.01
@@ -185,7 +186,7 @@ class AteThreshold(TaskFamily):
         return info["exact"][key]
 
     def decision(self, problem: Problem, query: Mapping[str, Any] | None = None) -> AteDecision:
-        """θ > τ decided exactly (:func:`~calver.verifier.scm_exact.decide_ate`), memoized per problem."""
+        """θ > τ decided exactly (:func:`~calver.verifier.scm.decide_ate`), memoized per problem."""
         q = query if query is not None else self.normalize_query(problem)
         scm, info = self._entry(problem)
         tau = _tau(q)

@@ -13,8 +13,9 @@ import re
 from itertools import combinations
 from typing import Any, ClassVar, Iterator, Mapping
 
+from calver.verifier.budget import TooLargeToGrade, WorkBudget
 from calver.verifier.contract import format_kv, format_set
-from calver.verifier.family import PASS, Check, TaskFamily, TooLargeToGrade, TraceContext, WorkBudget, node_order
+from calver.verifier.family import PASS, Check, TaskFamily, TraceContext, node_order
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.memo import Memo, text_cost
 from calver.verifier.values import (

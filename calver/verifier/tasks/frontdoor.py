@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from calver.verifier.family import WorkBudget
+from calver.verifier.budget import WorkBudget
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.paths import bits, closure, node_mask, union_of
 from calver.verifier.primitives import (  # the bitmask internals the exact checks use

@@ -13,8 +13,9 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any, Iterator, Mapping
 
+from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.contract import format_path
-from calver.verifier.family import PASS, Check, TooLargeToGrade, TraceContext, node_order
+from calver.verifier.family import PASS, Check, TraceContext, node_order
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from calver.verifier.budget import WORK_LIMIT as _DEFAULT_LIMIT
+from calver.verifier.budget import TooLargeToGrade, WorkBudget
 from calver.verifier.contract import format_path
-from calver.verifier.family import WORK_LIMIT as _DEFAULT_LIMIT
-from calver.verifier.family import TooLargeToGrade, WorkBudget
 from calver.verifier.graph import CausalGraph
 from calver.verifier.memo import Memo
 from calver.verifier.paths import bits, union_of
