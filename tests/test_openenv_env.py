@@ -469,3 +469,27 @@ def test_trl_tool_schema():
     schema = get_json_schema(TRLVerifierEnv("http://127.0.0.1:9").submit_trace)  # no connection is made
     assert schema["function"]["name"] == "submit_trace"
     assert schema["function"]["parameters"]["required"] == ["trace"]
+
+
+@pytest.mark.usefixtures("reward_worker_pools")
+def test_a_budgeted_engine_gives_a_stalling_trace_the_floor(problems):
+    """serve-env scores through the reward core's engine; with --budget_s a trace that stalls the verifier
+    gets reward 0.0 (the floor every adapter gives), not None, and the sessions' other steps are scored."""
+    from test_reward_workers import STALL, slow_scorer
+
+    from calver.integrations.openenv_env import PART_NAMES, CalverEnvironment, ProblemSet, TraceAction
+    from calver.reward import RewardEngine
+
+    ps = ProblemSet(problems[:2])
+    engine = RewardEngine(budget_s=0.5, workers=1, scorer=slow_scorer)
+    try:
+        env = CalverEnvironment(ps, engine=engine)
+        gold = canonical_trace(problems[0])
+        env.reset(problem_id=problems[0].id)
+        stalled = env.step(TraceAction(trace=gold + STALL))
+        assert stalled.reward == 0.0 and stalled.unscorable and stalled.error == "timeout"
+        assert stalled.bits == dict.fromkeys(PART_NAMES, 0)
+        env.reset(problem_id=problems[0].id)
+        assert env.step(TraceAction(trace=gold)).reward == 1.0
+    finally:
+        engine.close()

@@ -56,6 +56,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="close a WebSocket that sends nothing for this long (default 300 s)")
     p.add_argument("--max_trace_chars", "--max-trace-chars", type=int, default=32_000,
                    help="longer traces are unscorable (default 32000)")
+    p.add_argument("--budget_s", "--budget-s", type=float, default=None,
+                   help="per-step scoring budget in seconds: steps score on worker processes, and a trace over it "
+                   "gets reward 0.0 (default: none, in-process)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="scoring worker processes, shared by every session (default 0: in each session's thread)")
     p.add_argument("--allow_ungrounded", "--allow-ungrounded", action="store_true",
                    help="also serve constructed-mode problems without their source graph (their reward measures "
                         "a trace's self-consistency, not correctness)")
@@ -86,6 +91,10 @@ def run_serve_env(args: argparse.Namespace) -> int:
         if value is not None and (value < (0 if name == "port" else 1) or (name == "port" and value > 65535)):
             print(f"calver serve-env: error: --{name} {value} is out of range", file=sys.stderr)
             return 2
+    if args.workers < 0 or (args.budget_s is not None and not 0 < args.budget_s <= 3600):
+        print(f"calver serve-env: error: --workers {args.workers} / --budget_s {args.budget_s} out of range",
+              file=sys.stderr)
+        return 2
     if not 0 < args.idle_timeout_s <= 86_400:
         print(f"calver serve-env: error: --idle_timeout_s {args.idle_timeout_s} is out of range (0, 86400]",
               file=sys.stderr)
@@ -115,7 +124,8 @@ def run_serve_env(args: argparse.Namespace) -> int:
     try:
         serve(problems, host=args.host, port=args.port, reward=args.reward, max_sessions=args.max_sessions,
               max_sessions_per_client=args.max_sessions_per_client, idle_timeout_s=args.idle_timeout_s,
-              max_trace_chars=args.max_trace_chars, log_level=args.log_level)
+              max_trace_chars=args.max_trace_chars, budget_s=args.budget_s, workers=args.workers,
+              log_level=args.log_level)
     except KeyboardInterrupt:
         pass
     return 0

@@ -77,11 +77,10 @@ from openenv.core.rubrics.base import Rubric
 from pydantic import Field
 
 import calver
-from calver.reward import RewardSpec
-from calver.reward.completions import read_completion, strip_end_of_turn
+from calver.reward import POLICY_FAULTS, UNSCORABLE_REWARD, RewardEngine, RewardSpec
+from calver.reward.completions import read_completion
 from calver.reward.problems import check_grounded
-from calver.reward.worker_main import score_row
-from calver.verifier import BIT_KEYS, PreparedProblem, Problem, Unscorable, prepare, score
+from calver.verifier import BIT_KEYS, PreparedProblem, Problem, Unscorable, prepare
 
 PART_NAMES: tuple[str, ...] = BIT_KEYS  # graph, query, strategy, derivation, result, answer
 # A policy's contract trace is a few KB; a 32,000-character trace scores in tens of milliseconds, the 128 KB
@@ -172,7 +171,8 @@ class ServedProblem:
     task: str
     prompt: tuple[dict[str, str], ...]  # render_prompt of the stripped problem
     view: str  # the stripped problem as JSON text (a fresh dict per observation)
-    prepared: PreparedProblem  # the full problem, prepared once: scoring is grounded on its source
+    prepared: PreparedProblem  # the full problem, prepared once (checked grounded at load)
+    key: str  # the full problem as JSON: the reward engine scores against it, grounded on its source
 
 
 def serve_problem(problem: Problem, *, allow_ungrounded: bool = False) -> ServedProblem:
@@ -192,7 +192,7 @@ def serve_problem(problem: Problem, *, allow_ungrounded: bool = False) -> Served
     except (KeyError, ValueError, RuntimeError) as e:  # unregistered task, ProblemError, FirewallError
         raise ValueError(f"problem {pid!r} cannot be served: {type(e).__name__}: {e}") from None
     check_grounded(prepared, allow_ungrounded)  # UngroundedProblemError (a ValueError) names the problem
-    return ServedProblem(pid, problem.task, prompt, view, prepared)
+    return ServedProblem(pid, problem.task, prompt, view, prepared, problem_json(problem))
 
 
 class ProblemSet:
@@ -201,6 +201,7 @@ class ProblemSet:
 
     def __init__(self, problems: Iterable[Problem], *, allow_ungrounded: bool = False,
                  episode_ttl_s: float = EPISODE_TTL_S, max_open: int = MAX_OPEN_EPISODES) -> None:
+        self.allow_ungrounded = bool(allow_ungrounded)
         self.items: list[ServedProblem] = [serve_problem(p, allow_ungrounded=allow_ungrounded) for p in problems]
         if not self.items:
             raise ValueError("no problems to serve")
@@ -320,10 +321,13 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
 
     SUPPORTS_CONCURRENT_SESSIONS = True  # sessions share only the read-only problem set
 
-    def __init__(self, problems: ProblemSet, reward: str = "fraction", max_trace_chars: int = MAX_TRACE_CHARS
-                 ) -> None:
+    def __init__(self, problems: ProblemSet, reward: str = "fraction", max_trace_chars: int = MAX_TRACE_CHARS,
+                 engine: RewardEngine | None = None) -> None:
         super().__init__(rubric=VerifierRubric(reward))
         self.problems = problems
+        # the reward core's one scoring loop: in-process by default; a budgeted engine (calver serve-env
+        # --budget_s/--workers) scores on worker processes shared by every session
+        self.engine = engine if engine is not None else RewardEngine(allow_ungrounded=problems.allow_ungrounded)
         self.max_trace_chars = int(max_trace_chars)
         self._ticket: str | None = None  # this session's open episode
         self._state = CalverState()
@@ -382,11 +386,14 @@ class CalverEnvironment(Environment[TraceAction, CalverObservation, CalverState]
             return self._unscorable(f"unscorable trace: {why}", sp)
         if len(text) > self.max_trace_chars:
             return self._unscorable(f"trace is {len(text)} characters, over the limit of {self.max_trace_chars}", sp)
-        # the one row scorer (thread-safe: sessions score in their own threads, no global lock)
-        ts = score_row(score, strip_end_of_turn(text), sp.prepared)
-        if isinstance(ts, Unscorable):  # a scorer bug: this action is unscorable, the server goes on
+        ts = self.engine.score([text], [sp.key])[0]  # thread-safe: sessions score in their own threads
+        if isinstance(ts, Unscorable):
             LOG.warning("%s on %s", ts.reason, sp.id)
-            return self._unscorable("scorer error", sp)
+            if ts.reason in POLICY_FAULTS:  # the trace itself stalled or crashed the verifier: the floor, 0.0
+                obs = self._unscorable(ts.reason, sp)
+                obs.reward = UNSCORABLE_REWARD
+                return obs
+            return self._unscorable("scorer error", sp)  # a scorer bug: unscorable, the server goes on
         bits = ts.bit_map
         if LOG.isEnabledFor(logging.INFO):  # the reasons stay here: they name hidden answers
             LOG.info("episode %s problem %s bits %s reasons %s", self._state.episode_id, sp.id, ts.bits,

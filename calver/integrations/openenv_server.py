@@ -37,7 +37,7 @@ from calver.integrations.openenv_env import (
     TraceAction,
     check_pick_args,
 )
-from calver.reward import RewardSpec
+from calver.reward import RewardEngine, RewardSpec
 
 MAX_SESSIONS = 64
 IDLE_TIMEOUT_S = 300.0  # a rollout's generation happens between reset and step: minutes on a CPU
@@ -243,7 +243,7 @@ class Guard:
 
 def build_app(problems: ProblemSet, *, reward: str = "fraction", max_sessions: int = MAX_SESSIONS,
               max_sessions_per_client: int | None = None, idle_timeout_s: float = IDLE_TIMEOUT_S,
-              max_trace_chars: int = MAX_TRACE_CHARS) -> Guard:
+              max_trace_chars: int = MAX_TRACE_CHARS, budget_s: float | None = None, workers: int = 0) -> Guard:
     """OpenEnv's app (``create_app``) for this environment, wrapped in :class:`Guard`. ``max_sessions_per_client``
     defaults to three quarters of ``max_sessions``, so one address cannot take every session."""
     from openenv.core.env_server.http_server import create_app
@@ -251,7 +251,9 @@ def build_app(problems: ProblemSet, *, reward: str = "fraction", max_sessions: i
 
     RewardSpec(reward)  # raises on an unknown variant (or one that needs weights)
     per_client = max(1, (3 * max_sessions) // 4) if max_sessions_per_client is None else max_sessions_per_client
-    factory = functools.partial(CalverEnvironment, problems, reward=reward, max_trace_chars=max_trace_chars)
+    engine = RewardEngine(allow_ungrounded=problems.allow_ungrounded, budget_s=budget_s, workers=workers)
+    factory = functools.partial(CalverEnvironment, problems, reward=reward, max_trace_chars=max_trace_chars,
+                                engine=engine)  # one engine: every session shares its problem cache and workers
     config = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s)
     app = create_app(factory, TraceAction, CalverObservation, env_name=ENV_NAME, concurrency_config=config)
     return Guard(app, problems=problems, max_sessions=max_sessions, max_sessions_per_client=per_client,
@@ -261,10 +263,10 @@ def build_app(problems: ProblemSet, *, reward: str = "fraction", max_sessions: i
 def serve(problems: ProblemSet, *, host: str = "127.0.0.1", port: int = 8008, reward: str = "fraction",
           max_sessions: int = MAX_SESSIONS, max_sessions_per_client: int | None = None,
           idle_timeout_s: float = IDLE_TIMEOUT_S, max_trace_chars: int = MAX_TRACE_CHARS,
-          log_level: str = "warning") -> None:
+          budget_s: float | None = None, workers: int = 0, log_level: str = "warning") -> None:
     """Run the server (blocking) with uvicorn, as OpenEnv's environment servers run."""
     import uvicorn
 
     app = build_app(problems, reward=reward, max_sessions=max_sessions, max_sessions_per_client=max_sessions_per_client,
-                    idle_timeout_s=idle_timeout_s, max_trace_chars=max_trace_chars)
+                    idle_timeout_s=idle_timeout_s, max_trace_chars=max_trace_chars, budget_s=budget_s, workers=workers)
     uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=body_limit(max_trace_chars))
