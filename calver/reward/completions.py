@@ -3,8 +3,10 @@ conversational format), content blocks; and the end-of-turn markers a decoded re
 
 Trainers that decode with special tokens kept (OpenRLHF decodes prompt + response with them) leave the
 template's end-of-turn token on the ANSWER line, which then does not parse. :func:`strip_end_of_turn`
-cuts a response at the first end-of-turn marker: the tokenizer's own (:func:`end_markers_from_tokenizer`)
-when the caller knows the model, else :data:`END_OF_TURN_MARKERS`, the markers of the major chat templates.
+cuts a response at the first end-of-turn marker of :data:`END_OF_TURN_MARKERS`, the markers of the major
+chat templates (``RewardEngine(end_markers=...)`` for others). Where the tokenizer is known, OpenRLHF's
+adapter first cuts at its chat template's own end of turn
+(:func:`calver.integrations.openrlhf.markers_from_tokenizer`).
 """
 
 from __future__ import annotations
@@ -23,22 +25,6 @@ END_OF_TURN_MARKERS: tuple[str, ...] = (
     "<\uff5cend\u2581of\u2581sentence\uff5c>",   # DeepSeek V2/V3/R1
     "<|return|>",                                 # GPT-OSS (harmony)
 )
-
-
-def end_markers_from_tokenizer(tokenizer: Any) -> tuple[str, ...]:
-    """The markers a response of ``tokenizer``'s model can end with: its EOS token(s) and the special
-    tokens of :data:`END_OF_TURN_MARKERS` it knows; the default list when it names none."""
-    found: list[str] = []
-    for name in ("eos_token", "pad_token"):
-        tok = getattr(tokenizer, name, None)
-        if isinstance(tok, str) and tok:
-            found.append(tok)
-    try:
-        specials = set(getattr(tokenizer, "all_special_tokens", None) or ())
-    except (AttributeError, TypeError, ValueError):
-        specials = set()
-    found += [m for m in END_OF_TURN_MARKERS if m in specials]
-    return tuple(dict.fromkeys(found)) or END_OF_TURN_MARKERS
 
 
 def strip_end_of_turn(text: str, markers: Sequence[str] = END_OF_TURN_MARKERS) -> str:
@@ -122,5 +108,4 @@ def rows(value: Any) -> list[Any] | None:
     return None
 
 
-__all__ = ["END_OF_TURN_MARKERS", "completion_text", "end_markers_from_tokenizer", "read_completion", "rows",
-           "strip_end_of_turn"]
+__all__ = ["END_OF_TURN_MARKERS", "completion_text", "read_completion", "rows", "strip_end_of_turn"]
