@@ -47,18 +47,6 @@ def build_run(args: argparse.Namespace) -> RunConfig:
     return rc
 
 
-def resolve_tasks(tasks: tuple[str, ...]) -> list[str]:
-    from calver.data_gen.generators import available_tasks
-
-    avail = available_tasks()
-    if "all" in tasks:
-        return avail
-    unknown = [t for t in tasks if t not in avail]
-    if unknown:
-        raise ConfigError(f"field 'tasks': no generator for {', '.join(unknown)}; available: {', '.join(avail)}")
-    return list(dict.fromkeys(tasks))
-
-
 def check_out_dir(out: str | None, label: str = "field 'out'") -> None:
     """Refuse, before any work, an output folder that is missing or that a file stands in the way of."""
     if not out:
@@ -91,7 +79,7 @@ def apply_level(problems: list, level: str, naming: str = "letters") -> tuple[li
 
 
 def run_gen(args: argparse.Namespace) -> int:
-    from calver.data_gen.generators import generate
+    from calver.data_gen.generators import generate, resolve_tasks
 
     try:
         rc = build_run(args)

@@ -250,9 +250,8 @@ class ProblemSet:
     def generated(cls, tasks: Sequence[str], n: int, seed: int) -> "ProblemSet":
         """``n`` problems of each of ``tasks`` (``"all"``: every task with a generator), as ``calver gen``
         makes them with ``--seed seed`` and otherwise default settings."""
-        from calver.data_gen.cli import resolve_tasks
         from calver.data_gen.gen_config import GenConfig
-        from calver.data_gen.generators import generate
+        from calver.data_gen.generators import generate, resolve_tasks
 
         cfg = GenConfig(seed=seed)
         problems: list[Problem] = []

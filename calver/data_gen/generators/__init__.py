@@ -41,7 +41,7 @@ __all__ = [
     "GENERATORS", "SPECS", "FamilySpec", "ConfigError", "GenConfig", "available_tasks", "canonical_answer",
     "canonical_trace", "class_from_json", "class_to_json", "generate", "generate_item", "get_generator",
     "item_rng", "iter_generate", "plain_graph", "register_generator", "unregister_generator", "validity_class",
-    "validity_objects",
+    "validity_objects", "resolve_tasks",
 ]
 
 Generator = Callable[[int, GenConfig], "Problem | None"]
@@ -245,6 +245,17 @@ register_generator("knights_knaves", _kk)
 def available_tasks() -> list[str]:
     """Tasks with a registered generator."""
     return sorted(GENERATORS)
+
+
+def resolve_tasks(tasks: tuple[str, ...] | list[str]) -> list[str]:
+    """``tasks`` in order without repeats (``all``: every generator's task); ConfigError naming unknown ones."""
+    avail = available_tasks()
+    if "all" in tasks:
+        return avail
+    unknown = [t for t in tasks if t not in avail]
+    if unknown:
+        raise ConfigError(f"field 'tasks': no generator for {', '.join(unknown)}; available: {', '.join(avail)}")
+    return list(dict.fromkeys(tasks))
 
 
 def get_generator(task: str) -> Generator:
