@@ -87,6 +87,15 @@ class VerifierReward:
         return self.engine.scorer
 
     @property
+    def seconds(self) -> float:
+        """Wall time spent inside this reward's calls: its share of a GRPO step."""
+        return self.stats_counter.seconds
+
+    @property
+    def calls(self) -> int:
+        return self.stats_counter.calls
+
+    @property
     def scored(self) -> int:
         return self.stats_counter.scored
 
