@@ -340,3 +340,12 @@ def test_a_str_subclass_and_a_generator_column_neither_raise_nor_vanish():
         assert pooled(None, (c for c in [GOOD_TRACE]), problem_json=(p for p in [GOOD_PJ])) == [1.0]
     finally:
         pooled.close()
+
+
+def test_call_counters_that_the_grpo_summary_reads(problems, traces):
+    """run_grpo and scripts/gpu_check.py report the reward's share of a step from ``seconds``; ``calls`` counts
+    calls (the reward-core refactor once dropped both, and every GRPO run failed at its summary)."""
+    r = VerifierReward()
+    r(None, [traces[0]], problem_json=[_pj(problems[0])])
+    r(None, [traces[0], "x"], problem_json=[_pj(problems[0])] * 2)
+    assert r.calls == 2 and r.seconds > 0.0 and r.stats()["calls"] == 2 and r.stats()["seconds"] == r.seconds
