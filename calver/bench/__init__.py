@@ -26,6 +26,9 @@ def add_commands(subparsers) -> None:
                     "policies: build, sample, select, evaluate, one table", description=__doc__,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(func=cmd_bench)
+    from calver.bench.contamination import add_contamination_command
+
+    add_contamination_command(subparsers)
 
 
 __all__ = ["SUITES", "BenchConfig", "BenchLine", "BenchRow", "BenchTable", "PolicySpec", "add_commands", "load_table",

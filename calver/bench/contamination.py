@@ -1,0 +1,226 @@
+"""``calver contamination``: does a training set hold a benchmark's graph or puzzle?
+
+A policy trained on a graph that ``calver bench`` evaluates on (renamed or not) measures recall, not rule
+learning. :func:`check` compares every training problem with every problem of the benchmark rows (built
+with the same adapters and settings as ``calver bench --suite SUITE``) and the whole bnlearn networks those
+rows draw from:
+
+- **graphs, up to renaming**: two graphs match when a bijection of their nodes maps the directed edges onto
+  the directed edges and the bidirected onto the bidirected (:func:`isomorphic`, networkx's VF2 on a
+  digraph whose arcs are labelled ``->`` / ``<->``; a Weisfeiler-Lehman hash of the same labelled graph
+  buckets the candidates first). Graphs of fewer than :data:`MIN_NODES` nodes are left out: every small
+  shape occurs everywhere, and a 3-node chain is no benchmark's signature.
+- **knights-and-knaves puzzles**: equal when they have the same people and each says the same formula
+  (:func:`puzzle_key`; the package's generator and reasoning-gym draw names from fixed lists, so equal
+  seeds give equal puzzles).
+
+The command exits 1 when it finds a match (each is listed), 0 when the training set is clean.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from calver.config import ConfigError, add_command, cfg_field, parse_command
+from calver.verifier.graph import CausalGraph
+from calver.verifier.problem import Problem
+
+MIN_NODES = 5  # smaller graphs are left out of the graph check (see the module docstring)
+
+
+@dataclass(frozen=True)
+class Match:
+    """One training problem that repeats a benchmark's graph (``kind="graph"``) or puzzle (``"puzzle"``)."""
+
+    kind: str
+    train_id: str
+    bench: str  # where the benchmark item comes from: "<row key>: <problem id>" or "bnlearn network <name>"
+
+
+@dataclass
+class ContaminationReport:
+    n_train_graphs: int = 0
+    n_bench_graphs: int = 0
+    n_train_puzzles: int = 0
+    n_bench_puzzles: int = 0
+    matches: list[Match] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not self.matches
+
+
+def labelled_digraph(g: CausalGraph):
+    """``g`` as a networkx DiGraph whose arc ``(u, v)`` carries ``kind``: ``->``, ``<->`` or both
+    (``-><->``), so isomorphism respects edge types and node names do not matter."""
+    import networkx as nx
+
+    kinds: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for a, b in g.directed:
+        kinds[(a, b)].add("->")
+    for a, b in g.bidirected:
+        kinds[(a, b)].add("<->")
+        kinds[(b, a)].add("<->")
+    d = nx.DiGraph()
+    d.add_nodes_from(g.nodes)
+    for (a, b), ks in kinds.items():
+        d.add_edge(a, b, kind="".join(sorted(ks)))
+    return d
+
+
+def graph_hash(g: CausalGraph) -> str:
+    """A Weisfeiler-Lehman hash of :func:`labelled_digraph`: isomorphic graphs share it (the converse is
+    checked by :func:`isomorphic`)."""
+    import networkx as nx
+
+    d = labelled_digraph(g)
+    with warnings.catch_warnings():  # networkx 3.5 notes that directed hashes changed: only equality is used here
+        warnings.simplefilter("ignore", UserWarning)
+        wl = nx.weisfeiler_lehman_graph_hash(d, edge_attr="kind")
+    return f"{d.number_of_nodes()}:{d.number_of_edges()}:{wl}"
+
+
+def isomorphic(a: CausalGraph, b: CausalGraph) -> bool:
+    """Whether ``a`` and ``b`` are the same graph up to renaming their nodes (edge types kept)."""
+    import networkx as nx
+
+    return nx.is_isomorphic(labelled_digraph(a), labelled_digraph(b),
+                            edge_match=lambda e1, e2: e1["kind"] == e2["kind"])
+
+
+def puzzle_key(p: Problem) -> str | None:
+    """A knights-and-knaves puzzle's identity: its people and each one's statement (None for other tasks)."""
+    if p.task != "knights_knaves":
+        return None
+    data = p.data or {}
+    return json.dumps({"people": sorted(data.get("people") or p.variables or ()),
+                       "statements": dict(sorted((data.get("statements") or {}).items()))}, sort_keys=True)
+
+
+def source_graph(p: Problem) -> CausalGraph | None:
+    return p.graph if isinstance(p.graph, CausalGraph) and len(p.graph.nodes) >= MIN_NODES else None
+
+
+def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalGraph]]) -> ContaminationReport:
+    """Every training problem against every benchmark item (``(label, problem or graph)``)."""
+    rep = ContaminationReport()
+    graphs: dict[str, list[tuple[str, CausalGraph]]] = defaultdict(list)
+    puzzles: dict[str, str] = {}
+    for label, item in bench:
+        if isinstance(item, CausalGraph):
+            g = item if len(item.nodes) >= MIN_NODES else None
+        else:
+            key = puzzle_key(item)
+            if key is not None:
+                puzzles.setdefault(key, f"{label}: {item.id}")
+                continue
+            g = source_graph(item)
+            label = f"{label}: {item.id}"
+        if g is not None:
+            graphs[graph_hash(g)].append((label, g))
+    rep.n_bench_graphs = sum(len(v) for v in graphs.values())
+    rep.n_bench_puzzles = len(puzzles)
+    for p in train:
+        key = puzzle_key(p)
+        if key is not None:
+            rep.n_train_puzzles += 1
+            if key in puzzles:
+                rep.matches.append(Match("puzzle", p.id, puzzles[key]))
+            continue
+        g = source_graph(p)
+        if g is None:
+            continue
+        rep.n_train_graphs += 1
+        hit = next((label for label, b in graphs.get(graph_hash(g), ()) if isomorphic(g, b)), None)
+        if hit is not None:
+            rep.matches.append(Match("graph", p.id, hit))
+    return rep
+
+
+def bench_items(suite: str, rows: Sequence[str] | None = None) -> list[tuple[str, Problem | CausalGraph]]:
+    """The problems of ``calver bench --suite SUITE``'s rows (built as the bench builds them) and the whole
+    bnlearn networks they draw from."""
+    from types import SimpleNamespace
+
+    from calver.bench.run import kk_source
+    from calver.bench.suites import suite_rows
+    from calver.data_gen.benchmark_cli import ADAPTERS
+    from calver.data_gen.bnlearn import load_network
+
+    items: list[tuple[str, Problem | CausalGraph]] = []
+    nets: set[str] = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for row in suite_rows(suite, list(rows) if rows else None):
+            cls, build, _ = ADAPTERS[row.adapter]
+            settings = dict(row.settings)
+            if row.adapter == "kk":
+                settings["source"] = kk_source(SimpleNamespace(kk_source="auto"))  # as `calver bench` picks it
+            nets.update(settings.get("nets") or ())
+            problems, _ = build(cls(out=str(Path(tmp) / row.key), **settings))  # the row's fixed build settings
+            items += [(row.key, p) for p in problems]
+    for name in sorted(nets):
+        items.append((f"bnlearn network {name}", load_network(name)[0]))
+    return items
+
+
+def load_train(path: str | Path) -> list[Problem]:
+    """Training problems from a ``calver gen --out`` folder (its problems.jsonl) or a problems JSONL file."""
+    from calver.infer.sample import load_problem_rows
+
+    return [Problem.from_dict(r["problem"]) for r in load_problem_rows(path)]
+
+
+@dataclass
+class ContaminationConfig:
+    """``calver contamination --train DIR``: list every training problem whose graph (up to renaming) or
+    knights-and-knaves puzzle a ``calver bench`` suite evaluates on; exit 1 if there is one."""
+
+    train: str = cfg_field(help="training problems: a `calver gen --out` folder or a problems JSONL file")
+    suite: str = cfg_field("paper", help="the calver bench suite to check against: paper | quick")
+    rows: list[str] = cfg_field(help="only these rows of the suite (default: all)", default_factory=list)
+
+    def __post_init__(self) -> None:
+        from calver.bench.suites import SUITES
+
+        if not self.train:
+            raise ConfigError("field 'train' is required: pass --train DIR")
+        if self.suite not in SUITES:
+            raise ConfigError(f"field 'suite' must be one of {', '.join(SUITES)}, got {self.suite!r}")
+
+
+def run(cfg: ContaminationConfig) -> ContaminationReport:
+    return check(load_train(cfg.train), bench_items(cfg.suite, cfg.rows))
+
+
+def _cli(args) -> int:
+    cfg = parse_command("contamination", ContaminationConfig, args)
+    if cfg is None:
+        return 2
+    try:
+        rep = run(cfg)
+    except (ConfigError, ValueError, OSError, KeyError) as e:
+        print(f"calver contamination: error: {e}", file=sys.stderr)
+        return 2
+    print(f"{rep.n_train_graphs} training graphs (>= {MIN_NODES} nodes) against {rep.n_bench_graphs} benchmark "
+          f"graphs, {rep.n_train_puzzles} training puzzles against {rep.n_bench_puzzles} ({cfg.suite} suite)")
+    for m in rep.matches:
+        print(f"  {m.kind}: training {m.train_id} = {m.bench}")
+    print("clean" if rep.clean else f"{len(rep.matches)} contaminated training problem(s)")
+    return 0 if rep.clean else 1
+
+
+def add_contamination_command(subparsers) -> None:
+    add_command(subparsers, "contamination", (ContaminationConfig,),
+                help="check a training set against calver bench's graphs and puzzles",
+                description=ContaminationConfig.__doc__).set_defaults(func=_cli)
+
+
+__all__ = ["ContaminationConfig", "ContaminationReport", "MIN_NODES", "Match", "bench_items", "check", "graph_hash",
+           "isomorphic", "labelled_digraph", "load_train", "puzzle_key"]

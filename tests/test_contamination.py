@@ -1,0 +1,106 @@
+"""``calver contamination``: training graphs isomorphic to a benchmark's (up to renaming) and equal K&K puzzles
+are found; the isomorphism test agrees with a brute-force search over node bijections."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+from fixtures import random_admg, random_dag
+from testing_utils import require_modules
+
+from calver.bench.contamination import MIN_NODES, check, isomorphic
+from calver.data_gen.generators import GenConfig, generate
+from calver.data_gen.knights import generate_kk
+from calver.evaluation.audits import rename_problem
+from calver.verifier import CausalGraph
+
+
+def _renamed(g: CausalGraph, rng: random.Random) -> CausalGraph:
+    names = list(g.nodes)
+    new = [f"q{i}" for i in range(len(names))]
+    rng.shuffle(new)
+    m = dict(zip(names, new))
+    return CausalGraph.build(nodes=[m[n] for n in names], directed=[(m[a], m[b]) for a, b in g.directed],
+                             bidirected=[(m[a], m[b]) for a, b in g.bidirected])
+
+
+def _brute(a: CausalGraph, b: CausalGraph) -> bool:
+    if len(a.nodes) != len(b.nodes):
+        return False
+    da, ba = set(a.directed), {frozenset(e) for e in a.bidirected}
+    db, bb = set(b.directed), {frozenset(e) for e in b.bidirected}
+    for perm in itertools.permutations(b.nodes):
+        m = dict(zip(a.nodes, perm))
+        if {(m[x], m[y]) for x, y in da} == db and {frozenset((m[x], m[y])) for x, y in map(tuple, ba)} == bb:
+            return True
+    return False
+
+
+def test_isomorphism_agrees_with_brute_force():
+    rng = random.Random(3)
+    seen = {True: 0, False: 0}
+    for _ in range(120):
+        n = rng.randint(3, 6)
+        a = random_admg(rng, n) if rng.random() < 0.5 else random_dag(rng, n)
+        b = _renamed(a, rng) if rng.random() < 0.4 else (random_admg(rng, n) if rng.random() < 0.5
+                                                          else random_dag(rng, n))
+        want = _brute(a, b)
+        assert isomorphic(a, b) == want
+        seen[want] += 1
+    assert seen[True] >= 20 and seen[False] >= 20  # both outcomes exercised
+
+
+def test_edge_types_count():
+    dag = CausalGraph.build(nodes=list("ABCDE"), directed=[("A", "B"), ("B", "C"), ("C", "D"), ("D", "E")])
+    admg = CausalGraph.build(nodes=list("ABCDE"), directed=[("A", "B"), ("B", "C"), ("C", "D")],
+                             bidirected=[("D", "E")])
+    assert not isomorphic(dag, admg) and isomorphic(dag, _renamed(dag, random.Random(0)))
+
+
+def test_planted_graphs_and_puzzles_are_found_and_only_they():
+    rng = random.Random(1)
+    bench = generate("backdoor_set", 12, GenConfig(seed=7, n_nodes=(6, 8)))
+    train = generate("backdoor_set", 20, GenConfig(seed=8, n_nodes=(6, 8)))
+    clean = check(train, [("row", p) for p in bench])
+    planted = rename_problem(bench[3], {n: f"z_{i}" for i, n in enumerate(rng.sample(list(bench[3].graph.nodes),
+                                                                                  len(bench[3].graph.nodes)))})
+    planted.id = "planted"
+    puzzles = [generate_kk(3, i, 0) for i in range(4)]
+    rep = check([*train, planted, generate_kk(3, 2, 0), generate_kk(3, 9, 5)],
+                [("row", p) for p in bench] + [("kk_3", p) for p in puzzles])
+    new = {(m.kind, m.train_id) for m in rep.matches} - {(m.kind, m.train_id) for m in clean.matches}
+    assert new == {("graph", "planted"), ("puzzle", "kk-3-0-2")}
+    assert next(m.bench for m in rep.matches if m.train_id == "planted") == f"row: {bench[3].id}"
+    for m in clean.matches:  # a chance repeat among random 6-8 node graphs is a real isomorphism
+        assert isomorphic(next(p.graph for p in train if p.id == m.train_id),
+                          next(p.graph for p in bench if p.id == m.bench.split(": ")[1]))
+    assert rep.n_train_puzzles == 2 and rep.n_bench_puzzles == 4 and rep.n_bench_graphs == 12
+
+
+def test_small_graphs_are_left_out():
+    tiny = generate("backdoor_set", 3, GenConfig(seed=1, n_nodes=(4, 4)))
+    rep = check(tiny, [("row", p) for p in tiny])
+    assert MIN_NODES == 5 and rep.n_train_graphs == 0 and rep.clean
+
+
+@require_modules("pgmpy")
+def test_cli_finds_a_renamed_bench_graph(tmp_path, capsys):
+    from calver.bench.contamination import bench_items
+    from calver.cli import main
+
+    items = bench_items("quick", ["bnlearn_supplied"])
+    row_problem = next(p for label, p in items if label == "bnlearn_supplied")
+    copy = rename_problem(row_problem, {n: f"n{i}" for i, n in enumerate(row_problem.graph.nodes)})
+    copy.id = "mine-0"
+    fresh = generate("mediator", 5, GenConfig(seed=3, n_nodes=(5, 6)))
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in [*fresh, copy]))
+    assert main(["contamination", "--train", str(path), "--suite", "quick", "--rows", "bnlearn_supplied"]) == 1
+    out = capsys.readouterr().out
+    assert f"graph: training mine-0 = bnlearn_supplied: {row_problem.id}" in out
+    path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in fresh))
+    assert main(["contamination", "--train", str(path), "--suite", "quick", "--rows", "bnlearn_supplied"]) in (0, 1)
+    assert main(["contamination", "--train", str(tmp_path / "missing"), "--suite", "quick"]) == 2
+    assert main(["contamination", "--train", str(path), "--suite", "huge"]) == 2
