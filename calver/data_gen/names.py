@@ -49,7 +49,20 @@ DOMAINS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-NAMINGS: tuple[str, ...] = ("letters", *DOMAINS, "mixed")
+# Multi-word variable names (two or three words, spaces kept): a vocabulary of calver's own, so training on
+# them never teaches a benchmark's network names (bnlearn's, CLEAR's, CausalGraph2LLM's).
+PHRASE_HEADS: tuple[str, ...] = (
+    "daily", "average", "regional", "early", "peak", "baseline", "household", "local", "annual", "relative",
+    "night", "field", "shared", "remote", "seasonal", "weekly",
+)
+PHRASE_TAILS: tuple[str, ...] = (
+    "water use", "crop yield", "noise level", "traffic flow", "sensor drift", "user churn", "server load",
+    "ticket volume", "battery wear", "shelf life", "queue length", "signal strength", "fuel cost",
+    "staff turnover", "repair time", "order backlog", "dust level", "pump pressure", "loan demand", "bus delay",
+)
+ID_PREFIXES: tuple[str, ...] = ("x", "v", "var", "node", "s", "u", "f", "obs", "k", "m")
+
+NAMINGS: tuple[str, ...] = ("letters", "random_letters", "identifiers", "phrases", *DOMAINS, "mixed")
 
 
 def letter_names(n: int) -> list[str]:
@@ -73,14 +86,47 @@ def domain_names(domain: str, n: int, rng: random.Random) -> list[str]:
     return out
 
 
+def random_letter_names(n: int, rng: random.Random) -> list[str]:
+    """``n`` distinct letter names drawn from the whole alphabet (``A``..``Z``, then ``A1``, ...), not the
+    first ``n``: a policy trained on them does not learn that graphs are named A, B, C, ..."""
+    return rng.sample(letter_names(26 * (1 + (n - 1) // 26)), n)
+
+
+def identifier_names(n: int, rng: random.Random) -> list[str]:
+    """``n`` distinct synthetic identifiers (``x7``, ``var_qk``, ``node12``, ``obs_b3``): a prefix, an
+    optional underscore and one to three lowercase letters or digits."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    out: set[str] = set()
+    while len(out) < n:
+        tail = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+        out.add(rng.choice(ID_PREFIXES) + rng.choice(("", "_")) + tail)
+    return rng.sample(sorted(out), n)
+
+
+def phrase_names(n: int, rng: random.Random) -> list[str]:
+    """``n`` distinct multi-word names (``peak crop yield``) from :data:`PHRASE_HEADS` x :data:`PHRASE_TAILS`,
+    or a bare tail (suffixed ``2``, ... past the vocabulary)."""
+    vocab = list(PHRASE_TAILS) + [f"{h} {t}" for h in PHRASE_HEADS for t in PHRASE_TAILS]
+    picked = rng.sample(vocab, min(n, len(vocab)))
+    extra = n - len(picked)
+    return picked + [f"{t} {2 + i // len(PHRASE_TAILS)}" for i, t in
+                     enumerate(rng.choice(PHRASE_TAILS) for _ in range(extra))] if extra > 0 else picked
+
+
 def node_names(n: int, naming: str, rng: random.Random) -> list[str]:
     """Names for ``n`` nodes, in a random order (so a name never reveals a node's topological
-    position). ``naming``: ``letters``, a domain in :data:`DOMAINS`, or ``mixed`` (letters or a
-    random domain, chosen per item)."""
+    position). ``naming``: ``letters`` (the first ``n``), ``random_letters``, ``identifiers``, ``phrases``
+    (multi-word), a domain in :data:`DOMAINS`, or ``mixed`` (any of those, chosen per item)."""
     if naming == "mixed":
-        naming = rng.choice(("letters", *DOMAINS))
+        naming = rng.choice(("letters", "random_letters", "identifiers", "phrases", *DOMAINS))
     if naming == "letters":
         names = letter_names(n)
         rng.shuffle(names)
         return names
+    if naming == "random_letters":
+        return random_letter_names(n, rng)
+    if naming == "identifiers":
+        return identifier_names(n, rng)
+    if naming == "phrases":
+        return phrase_names(n, rng)
     return domain_names(naming, n, rng)
