@@ -77,3 +77,20 @@ def test_duplicate_ids_rejected(exported, tmp_path):
     _, problems, _, cfg = exported
     with pytest.raises(ValueError, match="duplicate"):
         export_dataset([problems[0], problems[0]], tmp_path / "dup", cfg)
+
+
+def test_gen_writes_compact_rows_when_asked(tmp_path):
+    from calver.cli import main
+    from calver.data_gen.prompts import system_prompt
+
+    out = tmp_path / "compact"
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "0", "--out", str(out), "--system",
+                 "compact"]) == 0
+    sft = [json.loads(x) for x in (out / "sft.jsonl").read_text().splitlines()]
+    grpo = [json.loads(x) for x in (out / "grpo.jsonl").read_text().splitlines()]
+    want = system_prompt("backdoor_set", "compact")
+    assert all(r["messages"][0]["content"] == want for r in sft)
+    assert all(r["prompt"][0]["content"] == want for r in grpo)
+    assert json.loads((out / "manifest.json").read_text())["system_prompt"] == "compact"
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "0", "--out", str(tmp_path / "x"),
+                 "--system", "terse"]) == 2

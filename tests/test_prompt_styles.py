@@ -23,6 +23,7 @@ from calver.data_gen.prompt_styles import (
     template_hash,
 )
 from calver.data_gen.prompts import render_prompt, system_prompt, user_text
+from calver.infer.manifest import sha256_text
 from calver.infer.pool import PoolError
 from calver.infer.sample import run_sample
 from calver.verifier import score
@@ -141,7 +142,7 @@ def test_cli_bad_prompt_exits_2_and_help_lists_it(tmp_path, problems_file, capsy
     for bad in ("few_shot:0", "few_shot:x", "chat"):
         assert main([*base, "--prompt", bad]) == 2
         err = capsys.readouterr().err
-        assert "'prompt'" in err and "zero_shot | few_shot:N (1 <= N <= 64) | completion" in err
+        assert "'prompt'" in err and "zero_shot | compact | few_shot:N (1 <= N <= 64) | completion" in err
     assert not (tmp_path / "p").exists()
     with pytest.raises(SystemExit) as e:
         main(["sample", "--help"])
@@ -183,3 +184,30 @@ def test_real_sample_run_on_the_tiny_model(tiny_model_dir, tmp_path, style):
     else:
         assert [m["role"] for m in prompt] == ["system", "user", "assistant", "user"]
         assert prompt[2]["content"] in rec.inner.render(prompt)
+
+
+def test_compact_style_shares_the_user_turn_and_shortens_the_system_message(tmp_path, problems_file):  # noqa: F811
+    """Issue 31 (compact rows): the contract instructions were 55-58% of every SFT row and carry no loss. The
+    compact style keeps the user turn and replaces the system message with one line naming the task and
+    its slot labels; training exports and sampling use the same message, and the manifest records it."""
+    from calver.data_gen.export import to_grpo_rows, to_sft_rows
+
+    assert parse_prompt_style("compact") == PromptStyle("compact") and PromptStyle("compact").system == "compact"
+    for task in ("backdoor_set", "knights_knaves", "ate_threshold"):
+        p = generate(task, 1, GenConfig(seed=4))[0]
+        full, compact = render_prompt(p), build_prompt(p, PromptStyle("compact"))
+        assert compact[1] == full[1] and compact[0]["content"] == system_prompt(task, "compact")
+        label = "CONSTRAINTS" if task == "knights_knaves" else "GRAPH"
+        assert task in compact[0]["content"] and label in compact[0]["content"]
+        assert len(compact[0]["content"]) * 5 < len(full[0]["content"])  # a line, not the contract
+        sft = to_sft_rows([p], system="compact")[0]["messages"]
+        assert sft[0] == compact[0] and sft[1] == compact[1] and score(sft[2]["content"], p).total == 6
+        assert to_grpo_rows([p], system="compact")[0]["prompt"] == compact
+    assert template_hash(PromptStyle("compact"), ["backdoor_set"]) != template_hash(PromptStyle(), ["backdoor_set"])
+    with pytest.raises(ValueError, match="system prompt"):
+        system_prompt("backdoor_set", "terse")
+    pool = run_sample(cfg_for(tmp_path, problems_file, prompt="compact"), sampler=DetSampler(), log=lambda m: None)
+    m = pool.manifest()
+    assert m["prompt"]["style"] == "compact"
+    want = {t: sha256_text(system_prompt(t, "compact")) for t in m["prompt"]["system_prompt_hashes"]}
+    assert m["prompt"]["system_prompt_hashes"] == want

@@ -37,7 +37,7 @@ class BenchConfig:
                            "2-core CPU)")
     rows: list[str] | None = cfg_field(None, help="only these rows of the suite (null: every row)")
     limit: int | None = cfg_field(None, help="at most this many problems per row (the first in file order)")
-    prompt: str = cfg_field("zero_shot", help="zero_shot | few_shot:N | completion (see calver sample --prompt)")
+    prompt: str = cfg_field("zero_shot", help="zero_shot | compact | few_shot:N | completion (calver sample --prompt)")
     k: int = cfg_field(8, help="candidates per unit (Table 3: K=8)")
     seeds: list[int] | None = cfg_field(None, help="sampling seeds for every row (null: each row's own)")
     temperature: float = cfg_field(0.8, help="sampling temperature")

@@ -107,7 +107,7 @@ def run_gen(args: argparse.Namespace) -> int:
     from calver.data_gen.export import export_dataset
 
     try:
-        manifest = export_dataset(problems, rc.out, rc.gen,
+        manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system,
                                   extra_card={"level": rc.level, "level_admission": level_stats,
                                               "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
     except OSError as e:  # a folder we may not write, a full disk, a path component that is a file

@@ -57,18 +57,20 @@ def problem_json(problem: Problem) -> str:
 
 
 def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None, answers: str = "random",
-                witnesses: int | None = None) -> list[dict[str, Any]]:
-    """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``) and
-    ``witnesses`` caps their DERIVATION's witness paths."""
+                witnesses: int | None = None, system: str = "contract") -> list[dict[str, Any]]:
+    """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``),
+    ``witnesses`` caps their DERIVATION's witness paths, ``system`` picks the system message
+    (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``)."""
     rows = []
     for p in problems:
         trace = canonical_trace(p, answers, witnesses)
-        messages = render_prompt(p, encoding) + [{"role": "assistant", "content": trace}]
+        messages = render_prompt(p, encoding, system) + [{"role": "assistant", "content": trace}]
         rows.append({"id": p.id, "task": p.task, "source_id": p.source_id, "messages": messages})
     return rows
 
 
-def to_grpo_rows(problems: Iterable[Problem], encoding: str | None = None) -> list[dict[str, Any]]:
+def to_grpo_rows(problems: Iterable[Problem], encoding: str | None = None,
+                 system: str = "contract") -> list[dict[str, Any]]:
     rows = []
     for p in problems:
         d = p.to_dict()
@@ -77,7 +79,7 @@ def to_grpo_rows(problems: Iterable[Problem], encoding: str | None = None) -> li
             "id": p.id,
             "task": p.task,
             "source_id": p.source_id,
-            "prompt": render_prompt(p, encoding),
+            "prompt": render_prompt(p, encoding, system),
             "problem_json": _dumps(d),
             "graph": d["graph"] or "",
             "graph_class": d["graph_class"] or "",
@@ -112,7 +114,7 @@ def _require_datasets():
 
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
                    encoding: str | None = None, extra_card: dict[str, Any] | None = None,
-                   answers: str = "random", witnesses: int | None = None) -> dict[str, Any]:
+                   answers: str = "random", witnesses: int | None = None, system: str = "contract") -> dict[str, Any]:
     """Write the dataset (see the module docstring); returns the manifest."""
     datasets = _require_datasets()
     out = Path(out_dir)
@@ -126,7 +128,8 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         raise ValueError(f"export_dataset: duplicate problem id {dup!r}")
 
     content_hash = _write_jsonl(out / "problems.jsonl", [p.to_dict() for p in problems])
-    sft, grpo = to_sft_rows(problems, encoding, answers, witnesses), to_grpo_rows(problems, encoding)
+    sft = to_sft_rows(problems, encoding, answers, witnesses, system)
+    grpo = to_grpo_rows(problems, encoding, system)
     hashes = {"problems.jsonl": content_hash, "sft.jsonl": _write_jsonl(out / "sft.jsonl", sft),
               "grpo.jsonl": _write_jsonl(out / "grpo.jsonl", grpo)}
     bars = datasets.is_progress_bar_enabled()
@@ -153,6 +156,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         "encoding_override": encoding,
         "sft_answers": answers,
         "sft_witnesses": witnesses,
+        "system_prompt": system,
         "n_rows": len(problems),
         "tasks": dict(sorted(Counter(p.task for p in problems).items())),
         "content_hash": content_hash,

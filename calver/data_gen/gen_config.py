@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.names import NAMINGS
+from calver.data_gen.prompts import SYSTEMS
 from calver.data_gen.text_levels import LEVELS as TEXT_LEVELS
 from calver.verifier.parsers import RENDER_FORMATS
 
@@ -153,6 +154,8 @@ class RunConfig:
     n: int = cfg_field(0, help="problems per task")
     out: str | None = cfg_field(None, help="output directory")
     level: str | None = cfg_field(None, help="rewrite each problem as L1 / L2 / L3 prose (calver.data_gen.text_levels)")
+    system: str = cfg_field("contract", help="system message of the SFT/GRPO rows: contract (the full contract "
+                            "instructions) | compact (one line; the contract lives in the rows' traces)")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -165,6 +168,8 @@ class RunConfig:
             raise ConfigError(f"field 'out' must be a path string, got {self.out!r}")
         if self.level is not None and self.level not in LEVELS:
             raise ConfigError(f"field 'level' must be one of {LEVELS}, got {self.level!r}")
+        if self.system not in SYSTEMS:
+            raise ConfigError(f"field 'system' must be one of {SYSTEMS}, got {self.system!r}")
 
 
 def check_task_limits(cfg: GenConfig, tasks: Sequence[str]) -> None:

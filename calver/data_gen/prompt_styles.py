@@ -1,6 +1,9 @@
 """Prompt styles for sampling (``calver sample --prompt``): how one problem becomes one model input.
 
 - ``zero_shot`` (default): :func:`~calver.data_gen.prompts.render_prompt`'s ``[system, user]`` chat.
+- ``compact``: the same chat with a one-line system message (``system_prompt(task, "compact")``), for policies
+  trained on rows written that way (``calver gen --system compact``, ``calver train ... --system_prompt
+  compact``): the contract lives in their training data, not in every prompt.
 - ``few_shot:N`` (N >= 1): the system turn, then N worked examples as user/assistant turns, then the
   problem. The examples are *training* problems of the item's own task family from the package's
   seeded generator (``generate(task, N + 1, GenConfig(seed=FEW_SHOT_SEED))``; knights_knaves goes
@@ -32,9 +35,9 @@ if TYPE_CHECKING:
 # Eval sets use small seeds (configs/gen: 0-3, tests' fixtures: < 2000); generator items are seeded by
 # the string f"calver-gen/{task}/{seed}/{idx}", so this seed shares no rng with any of them.
 FEW_SHOT_SEED = 1_000_003
-STYLES = ("zero_shot", "few_shot", "completion")
+STYLES = ("zero_shot", "compact", "few_shot", "completion")
 MAX_SHOTS = 64  # examples in one prompt: far past any context window, so a typo cannot build 10^30 of them
-ALLOWED_FORMS = f"zero_shot | few_shot:N (1 <= N <= {MAX_SHOTS}) | completion"
+ALLOWED_FORMS = f"zero_shot | compact | few_shot:N (1 <= N <= {MAX_SHOTS}) | completion"
 COMPLETION_FORMAT = "{instructions}\n\n### Problem\n{problem}\n\n### Response\n{label}:"
 _FEW_SHOT = re.compile(r"few_shot:(\d+)")
 
@@ -45,7 +48,7 @@ Prompt = Union[str, list[dict[str, Any]]]  # what Sampler.generate takes (str: s
 class PromptStyle:
     """A parsed ``prompt`` setting; ``shots`` is N for ``few_shot`` and 0 otherwise."""
 
-    kind: Literal["zero_shot", "few_shot", "completion"] = "zero_shot"
+    kind: Literal["zero_shot", "compact", "few_shot", "completion"] = "zero_shot"
     shots: int = 0
 
     def __post_init__(self) -> None:
@@ -62,6 +65,11 @@ class PromptStyle:
     @property
     def chat(self) -> bool:
         return self.kind != "completion"
+
+    @property
+    def system(self) -> str:
+        """The system message it uses (:func:`calver.data_gen.prompts.system_prompt`)."""
+        return "compact" if self.kind == "compact" else "contract"
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,7 @@ def parse_prompt_style(spec: str) -> PromptStyle:
         if not 1 <= int(m.group(1)) <= MAX_SHOTS:
             raise ConfigError(f"prompt style {spec[:40]!r}: few_shot needs 1 <= N <= {MAX_SHOTS} ({ALLOWED_FORMS})")
         return PromptStyle("few_shot", int(m.group(1)))
-    if spec in ("zero_shot", "completion"):
+    if spec in ("zero_shot", "compact", "completion"):
         return PromptStyle(spec)  # type: ignore[arg-type]
     raise ConfigError(f"prompt style must be {ALLOWED_FORMS}, got {spec!r}")
 
@@ -121,8 +129,8 @@ def build_prompt(problem: Problem, style: PromptStyle) -> Prompt:
     """The model input for ``problem`` under ``style`` (chat messages, or one string for ``completion``)."""
     from calver.data_gen.prompts import render_prompt, system_prompt, user_text
 
-    if style.kind == "zero_shot":
-        return render_prompt(problem)
+    if style.kind in ("zero_shot", "compact"):
+        return render_prompt(problem, system=style.system)
     if style.kind == "completion":
         return COMPLETION_FORMAT.format(instructions=system_prompt(problem.task), problem=user_text(problem),
                                         label=_label(problem.task))
@@ -143,7 +151,7 @@ def template_hash(style: PromptStyle, tasks: Iterable[str]) -> str:
     if style.kind == "completion":
         parts.append(f"format={COMPLETION_FORMAT}")
     for task in sorted(set(tasks)):
-        parts.append(f"system[{task}]={system_prompt(task)}")
+        parts.append(f"system[{task}]={system_prompt(task, style.system)}")
         if style.kind == "completion":
             parts.append(f"label[{task}]={_label(task)}")
         if style.kind == "few_shot":

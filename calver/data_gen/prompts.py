@@ -34,10 +34,23 @@ _CLASS_WORDS = {
 }
 
 
+SYSTEMS = ("contract", "compact")  # the system message: the full contract instructions, or a short one
+
+
 @functools.lru_cache(maxsize=64)
-def system_prompt(task: str) -> str:
-    """The contract instructions for ``task`` (cached: they depend only on the registry)."""
-    return contract_instructions(task)
+def system_prompt(task: str, system: str = "contract") -> str:
+    """The system message for ``task``: the contract instructions (``contract``), or (``compact``) one line
+    naming the task and the six slot labels, for policies trained on the contract, whose rows carry it in
+    their assistant turns instead (the contract is over half of every row's tokens and carries no loss)."""
+    if system == "contract":
+        return contract_instructions(task)
+    if system != "compact":
+        raise ValueError(f"system prompt must be one of {SYSTEMS}, got {system!r}")
+    from calver.verifier.contract import SLOTS
+    from calver.verifier.registry import get_family
+
+    labels = (get_family(task).graph_label, *SLOTS[1:])
+    return f"Task: {task}. Reply with the six contract lines {', '.join(labels)}, in that order."
 
 
 def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows") -> str:
@@ -90,14 +103,16 @@ def user_text(problem: Problem, encoding: str | None = None) -> str:
     raise ValueError(f"problem {problem.id!r} has neither text nor a graph to render")
 
 
-def render_prompt(problem: Problem, encoding: str | None = None) -> list[dict[str, Any]]:
-    """Chat messages ``[{"role": "system", ...}, {"role": "user", ...}]`` for ``problem``."""
+def render_prompt(problem: Problem, encoding: str | None = None, system: str = "contract") -> list[dict[str, Any]]:
+    """Chat messages ``[{"role": "system", ...}, {"role": "user", ...}]`` for ``problem`` (``system``: see
+    :func:`system_prompt`)."""
     return [
-        {"role": "system", "content": system_prompt(problem.task)},
+        {"role": "system", "content": system_prompt(problem.task, system)},
         {"role": "user", "content": user_text(problem, encoding)},
     ]
 
 
-def render_sft_messages(problem: Problem, trace: str, encoding: str | None = None) -> list[dict[str, Any]]:
+def render_sft_messages(problem: Problem, trace: str, encoding: str | None = None,
+                        system: str = "contract") -> list[dict[str, Any]]:
     """``render_prompt`` plus the assistant turn holding ``trace``."""
-    return render_prompt(problem, encoding) + [{"role": "assistant", "content": trace}]
+    return render_prompt(problem, encoding, system) + [{"role": "assistant", "content": trace}]

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from calver.data_gen.prompt_styles import build_prompt, parse_prompt_style, response_prefix, template_hash
-from calver.data_gen.prompts import user_text
+from calver.data_gen.prompts import system_prompt, user_text
 from calver.infer.manifest import (
     build_manifest,
     canonical_units,
@@ -44,7 +44,7 @@ from calver.infer.manifest import (
 )
 from calver.infer.pool import Pool, PoolError, read_jsonl
 from calver.infer.sample_config import SampleConfig
-from calver.verifier import Problem, contract_instructions
+from calver.verifier import Problem
 
 SLOW_ENV = "CALVER_SAMPLE_BATCH_DELAY_S"  # testing hook: sleep after each appended batch
 
@@ -149,8 +149,8 @@ def run_sample(cfg: SampleConfig, *, sampler=None, log=print, progress: bool = F
         cfg = dataclasses.replace(cfg, model=path, model_revision=rev)
     problems = {r["problem"]["id"]: Problem.from_dict(r["problem"]) for r in problem_rows}
     backend = sampler.backend if sampler is not None else resolve_backend(cfg)
-    systems = {p.task: contract_instructions(p.task) for p in problems.values()}
     style = parse_prompt_style(cfg.prompt)
+    systems = {p.task: system_prompt(p.task, style.system) for p in problems.values()}
     prefixes = {p.task: response_prefix(p, style) for p in problems.values()}  # depends on the task only
     manifest = build_manifest(cfg, problem_rows=problem_rows, system_prompts=systems,
                               user_prompts=[user_text(p) for p in problems.values()], backend=backend,

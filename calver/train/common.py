@@ -59,6 +59,9 @@ class BaseScriptArguments(ModeArguments):
     generate_seed: int = field(default=0, metadata={"help": "generator seed (generation is never silently random)"})
     generate_n_nodes: list[int] = field(default_factory=lambda: [4, 6], metadata={"help": "[min, max] nodes"})
     max_train_samples: int | None = field(default=None, metadata={"help": "truncate the training rows"})
+    system_prompt: str = field(default="contract", metadata={
+        "help": "system message of generated rows: contract (the full instructions) | compact (one line: the "
+                "contract lives in the rows; sample such a policy with --prompt compact)"})
 
 
 def parse_config(types: Sequence[type], config: str | os.PathLike | None = None, overrides: Sequence[str] = (),
@@ -233,18 +236,18 @@ def problem_json(problem) -> str:
     return pj(problem)
 
 
-def sft_rows(problems: Iterable) -> list[dict[str, Any]]:
+def sft_rows(problems: Iterable, system: str = "contract") -> list[dict[str, Any]]:
     """data_gen export's SFT rows: ``messages`` = [system, user, assistant = canonical trace] (+ id, task)."""
     from calver.data_gen.export import to_sft_rows
 
-    return to_sft_rows(list(problems))
+    return to_sft_rows(list(problems), system=system)
 
 
-def prompt_rows(problems: Iterable) -> list[dict[str, Any]]:
+def prompt_rows(problems: Iterable, system: str = "contract") -> list[dict[str, Any]]:
     """data_gen export's GRPO rows: ``prompt`` = [system, user] plus ``problem_json`` and problem columns."""
     from calver.data_gen.export import to_grpo_rows
 
-    return to_grpo_rows(list(problems))
+    return to_grpo_rows(list(problems), system=system)
 
 
 def build_dataset(script_args: BaseScriptArguments, kind: str, path: str | None = None):
@@ -256,7 +259,8 @@ def build_dataset(script_args: BaseScriptArguments, kind: str, path: str | None 
     else:
         problems = generate_problems(script_args.generate_tasks, script_args.generate_n, script_args.generate_seed,
                                      script_args.generate_n_nodes)
-        rows = sft_rows(problems) if kind == "sft" else prompt_rows(problems)
+        rows = sft_rows(problems, script_args.system_prompt) if kind == "sft" else \
+            prompt_rows(problems, script_args.system_prompt)
     if script_args.max_train_samples is not None:
         rows = rows[: script_args.max_train_samples]
     need = "messages" if kind == "sft" else "prompt"
