@@ -141,7 +141,7 @@ def test_grpo_reward_budget_and_workers_reach_the_reward():
 
 
 @pytest.mark.parametrize("trainer,own", [("sft", "--dataset_path"), ("grpo", "--reward_budget_s"),
-                                         ("prm", "--lora_r")])
+                                         ("prm", "--lora_r"), ("rft", "--rft_max_answers")])
 def test_help_lists_every_recipe_field(trainer, own, capsys):
     """Architecture review 4a.1: `calver train sft --help` listed --config and --qlora only; TRL's parser lists
     every field of its dataclasses."""

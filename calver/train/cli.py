@@ -1,4 +1,4 @@
-"""``calver train {sft,grpo,prm} --config RECIPE.yaml [--qlora] [--field value ...]``.
+"""``calver train {sft,grpo,rft,prm} --config RECIPE.yaml [--qlora] [--field value ...]``.
 
 Every ``--field value`` after the recipe overrides that field (TRL ``TrlParser`` conventions: YAML
 defaults, command line wins). For multi-GPU runs launch the module entry points with accelerate::
@@ -27,6 +27,8 @@ TRAINERS = {
             "supervised fine-tuning on six-slot traces (TRL SFTTrainer, assistant-turn loss)"),
     "grpo": ("calver.train.grpo_config", "load_grpo_config", "calver.train.grpo", "run_grpo",
              "GRPO with the symbolic verifier as reward (TRL GRPOTrainer)"),
+    "rft": ("calver.train.rft_config", "load_rft_config", "calver.train.rft", "run_rft_command",
+            "verifier-filtered self-training: sample, keep the 6/6 traces (distinct answers), fine-tune, repeat"),
     "prm": ("calver.train.prm_config", "load_prm_config", "calver.train.prm", "run_prm",
             "distilled PRM: regression head + LoRA on the verifier's 0-6 scores of pool candidates"),
 }

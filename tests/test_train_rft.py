@@ -1,0 +1,101 @@
+"""``calver train rft``: verified traces kept with distinct answers, rounds trained from the base and
+resumed; the policy each round samples from is the previous round's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from calver.data_gen.generators import GenConfig, canonical_trace, generate
+from calver.evaluation.audits import replace_slot
+from calver.train.rft import keep_verified
+from calver.verifier import get_family, score
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "configs/sft/tiny-cpu.yaml"
+
+
+def _many():
+    """Backdoor problems with at least two valid sets, and two gold traces with different answers each."""
+    probs = generate("backdoor_set", 6, GenConfig(seed=9, n_nodes=(5, 7), many_satisfier=True, min_valid=2))
+    out = []
+    for p in probs:
+        fam = get_family(p.task)
+        objs = fam.validity_class(p.graph, fam.normalize_query(p))[:2]
+        out.append((p, [fam.canonical_trace(p, o) for o in objs]))
+    return out
+
+
+def test_keep_verified_keeps_distinct_valid_answers_only():
+    cases = _many()
+    problems = [p for p, _ in cases]
+    texts = []
+    for p, (a, b) in cases:
+        wrong = replace_slot(a, "ANSWER", "{}")
+        texts.append([a, a, wrong, "junk", b])
+    kept, stats = keep_verified(problems, texts, max_answers=4)
+    assert len(kept) == 2 * len(problems)  # the repeat of a and the wrong/junk traces are not kept
+    assert all(score(t, p).total == 6 for p, t in kept)
+    assert {(p.id, t) for p, t in kept} == {(p.id, t) for p, (a, b) in cases for t in (a, b)}
+    n = 5 * len(problems)
+    assert stats["candidates"] == n and stats["max_score_rate"] == pytest.approx(3 * len(problems) / n)
+    assert stats["bit_rates"]["graph"] == pytest.approx(
+        sum(score(t, p).bits[0] for p, ts in zip(problems, texts) for t in ts) / n)
+    one, _ = keep_verified(problems, texts, max_answers=1)
+    assert [t for _, t in one] == [a for _, (a, _) in cases]
+
+
+class ScriptedSampler:
+    """Stands in for the policy: per problem, ``plan(problem_index)`` texts; records how it was built."""
+
+    backend = "hf"
+
+    def __init__(self, built, model, adapter, plan, problems):
+        built.append((model, adapter))
+        self.plan, self.problems = plan, problems
+
+    def generate(self, prompts, cfg, seeds=None, progress=None):
+        from calver.infer.sampler import Completion
+
+        assert len(prompts) == len(self.problems)  # one prompt per training problem, in order
+        return [[Completion(t, "stop", 5, None) for t in self.plan(i)][: cfg.n] for i in range(len(prompts))]
+
+
+@pytest.mark.slow
+def test_rounds_train_from_the_base_resume_and_sample_the_last_policy(tiny_model_dir, tmp_path):
+    pytest.importorskip("trl")
+    pytest.importorskip("peft")
+    from calver.train.rft import load_problems, run_rft
+    from calver.train.rft_config import load_rft_config
+
+    args = load_rft_config(RECIPE, ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "rft"),
+                                    "--generate_n", "3", "--generate_n_nodes", "4", "5", "--rounds", "3",
+                                    "--rft_k", "3", "--max_steps", "1"])
+    problems = load_problems(args[0])
+    golds = [canonical_trace(p) for p in problems]
+    built: list = []
+    # round 0: one gold trace per problem; round 1: nothing verifiable; round 2: gold again
+    plans = {0: lambda i: [golds[i], "junk", golds[i]], 1: lambda i: ["junk"] * 3, 2: lambda i: [golds[i]] * 3}
+    calls = iter(range(3))
+
+    def factory(model, adapter):
+        return ScriptedSampler(built, model, adapter, plans[next(calls)], problems)
+
+    rounds = run_rft(*args, sampler_factory=factory)
+    out = tmp_path / "rft"
+    assert [r.trained for r in rounds] == [True, True, True]  # round 1 trains on round 0's kept traces
+    assert [r.kept_traces for r in rounds] == [3, 0, 3] and [r.train_rows for r in rounds] == [3, 3, 3]
+    assert rounds[0].yield_rate == 1.0 and rounds[1].yield_rate == 0.0 and rounds[1].max_score_rate == 0.0
+    assert built[0] == (str(tiny_model_dir), None)  # round 0 samples the base
+    assert built[1] == (str(tiny_model_dir), str(out / "round_0" / "model"))  # then the base + last adapter
+    assert built[2] == (str(tiny_model_dir), str(out / "round_1" / "model"))
+    assert (out / "round_2" / "model" / "adapter_config.json").exists()
+    rows = [json.loads(x) for x in (out / "round_0" / "rows.jsonl").read_text().splitlines()]
+    assert [r["messages"][-1]["content"] for r in rows] == golds
+    summary = json.loads((out / "rft_summary.json").read_text())
+    assert [r["kept_traces"] for r in summary["rounds"]] == [3, 0, 3]
+    # a rerun reads every finished round back and samples nothing
+    again = run_rft(*args, sampler_factory=lambda m, a: pytest.fail("a finished round was sampled again"))
+    assert [r.kept_traces for r in again] == [3, 0, 3]
