@@ -99,3 +99,20 @@ def test_rounds_train_from_the_base_resume_and_sample_the_last_policy(tiny_model
     # a rerun reads every finished round back and samples nothing
     again = run_rft(*args, sampler_factory=lambda m, a: pytest.fail("a finished round was sampled again"))
     assert [r.kept_traces for r in again] == [3, 0, 3]
+
+
+@pytest.mark.slow
+def test_a_real_sampler_round_on_the_tiny_model(tiny_model_dir, tmp_path):
+    """The production path: make_sampler (HF) on the random-init tiny model, which writes no 6/6 trace, so the
+    round is recorded with its rates and trains nothing."""
+    pytest.importorskip("trl")
+    from calver.train.rft import run_rft
+    from calver.train.rft_config import load_rft_config
+
+    args = load_rft_config(RECIPE, ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "r"),
+                                    "--generate_n", "2", "--generate_n_nodes", "4", "4", "--rounds", "1",
+                                    "--rft_k", "2", "--rft_max_tokens", "12", "--rft_backend", "hf"])
+    (res,) = run_rft(*args)
+    assert res.candidates == 4 and res.trained is False and res.kept_traces == 0
+    rows = [json.loads(x) for x in (tmp_path / "r" / "round_0" / "candidates.jsonl").read_text().splitlines()]
+    assert [len(r["texts"]) for r in rows] == [2, 2]
