@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 
 from fixtures import random_admg, random_dag
 from testing_utils import require_modules
@@ -100,6 +101,15 @@ def test_cli_finds_a_renamed_bench_graph(tmp_path, capsys):
     assert main(["contamination", "--train", str(path), "--suite", "quick", "--rows", "bnlearn_supplied"]) == 1
     out = capsys.readouterr().out
     assert f"graph: training mine-0 = bnlearn_supplied: {row_problem.id}" in out
+    clean = tmp_path / "clean"
+    assert main(["contamination", "--train", str(path), "--suite", "quick", "--rows", "bnlearn_supplied",
+                 "--clean_out", str(clean)]) == 1  # the source is still contaminated; the copy is not
+    dropped = set(re.findall(r"training (\S+) =", out))  # mine-0, and any chance repeat among the fresh ones
+    kept = [json.loads(x)["id"] for x in (clean / "problems.jsonl").read_text().splitlines()]
+    assert "mine-0" in dropped and kept == [p.id for p in fresh if p.id not in dropped]
+    assert json.loads((clean / "manifest.json").read_text())["contamination"]["dropped"][-1] == "mine-0"
+    capsys.readouterr()
+    assert main(["contamination", "--train", str(clean), "--suite", "quick", "--rows", "bnlearn_supplied"]) == 0
     path.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in fresh))
     assert main(["contamination", "--train", str(path), "--suite", "quick", "--rows", "bnlearn_supplied"]) in (0, 1)
     assert main(["contamination", "--train", str(tmp_path / "missing"), "--suite", "quick"]) == 2

@@ -185,6 +185,8 @@ class ContaminationConfig:
     train: str = cfg_field(help="training problems: a `calver gen --out` folder or a problems JSONL file")
     suite: str = cfg_field("paper", help="the calver bench suite to check against: paper | quick")
     rows: list[str] = cfg_field(help="only these rows of the suite (default: all)", default_factory=list)
+    clean_out: str | None = cfg_field(None, help="also write the training set without its contaminated problems "
+                                      "here, as `calver gen` writes a dataset (its manifest's system prompt kept)")
 
     def __post_init__(self) -> None:
         from calver.bench.suites import SUITES
@@ -196,7 +198,25 @@ class ContaminationConfig:
 
 
 def run(cfg: ContaminationConfig) -> ContaminationReport:
-    return check(load_train(cfg.train), bench_items(cfg.suite, cfg.rows))
+    train = load_train(cfg.train)
+    rep = check(train, bench_items(cfg.suite, cfg.rows))
+    if cfg.clean_out:
+        write_clean(train, rep, Path(cfg.train), Path(cfg.clean_out))
+    return rep
+
+
+def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path, out: Path) -> int:
+    """Export ``train`` without the problems ``rep`` matched (a `calver gen` dataset: problems, SFT and GRPO
+    rows, manifest); the source folder's manifest gives the generator config and the system prompt."""
+    from calver.data_gen.export import export_dataset
+
+    manifest = source / "manifest.json"
+    meta = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    bad = {m.train_id for m in rep.matches}
+    kept = [p for p in train if p.id not in bad]
+    export_dataset(kept, out, meta.get("config"), system=meta.get("system_prompt") or "contract",
+                   extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
+    return len(kept)
 
 
 def _cli(args) -> int:
@@ -213,6 +233,8 @@ def _cli(args) -> int:
     for m in rep.matches:
         print(f"  {m.kind}: training {m.train_id} = {m.bench}")
     print("clean" if rep.clean else f"{len(rep.matches)} contaminated training problem(s)")
+    if cfg.clean_out:
+        print(f"wrote the training set without them to {cfg.clean_out}")
     return 0 if rep.clean else 1
 
 
