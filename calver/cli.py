@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "calver.train.cli",
     "calver.infer.cli",
     "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
+    "calver.evaluation.baselines",  # baselines: answer-free heuristics' valid-answer rates on a problem set
     "calver.bench",  # bench: a benchmark suite from problems to one table
     "calver.integrations.openenv_cli",  # serve-env: the verifier as a single-step OpenEnv environment server
     "calver.integrations.openrlhf_server",  # serve-reward: the verifier behind OpenRLHF's HTTP /get_reward
