@@ -27,7 +27,8 @@ def test_heuristic_answers():
     assert sub <= cands and heuristic_answer(p, "random_subset") == sub  # seeded by the problem
     assert heuristic_answer(p, "family_rule") == next(iter(fam.rule_objects(p.graph, fam.normalize_query(p))))
     cyc = generate("cycle_witness", 1, GenConfig(seed=2))[0]
-    assert not applies("all_candidates", "cycle_witness") and heuristic_answer(cyc, "all_candidates") is None
+    assert not applies("all_candidates", cyc) and heuristic_answer(cyc, "all_candidates") is None
+    assert applies("all_candidates", p) and applies("family_rule", p)
 
 
 def test_rates_equal_the_oracle_on_backdoor_problems():

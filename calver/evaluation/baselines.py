@@ -26,10 +26,9 @@ from typing import Any, Sequence
 from calver.config import ConfigError, add_command, cfg_field, parse_command
 from calver.evaluation.bootstrap import HEADLINE_DRAWS, mean_ci
 from calver.evaluation.grading import is_correct
-from calver.verifier import Problem, TaskFamily, get_family
+from calver.verifier import Problem, get_family
 
 HEURISTICS = ("random_subset", "all_candidates", "empty_set", "family_rule")
-SET_HEURISTICS = HEURISTICS[:3]
 
 
 def heuristic_answer(problem: Problem, name: str) -> Any | None:
@@ -43,9 +42,9 @@ def heuristic_answer(problem: Problem, name: str) -> Any | None:
     query = fam.normalize_query(problem)
     if name == "family_rule":
         return next(iter(fam.rule_objects(g, query)), None)
-    if fam.answer_type != "set":
+    cands = fam.set_candidates(g, query)
+    if cands is None:
         return None
-    cands = fam.candidates(g, query)  # type: ignore[attr-defined] - every set family defines it
     if name == "all_candidates":
         return frozenset(cands)
     if name == "empty_set":
@@ -54,13 +53,14 @@ def heuristic_answer(problem: Problem, name: str) -> Any | None:
     return frozenset(c for c in cands if rng.random() < 0.5)
 
 
-def applies(name: str, task: str) -> bool:
-    """Whether heuristic ``name`` is defined for ``task``: the set heuristics for set-answer families, the
-    family rule for families that have one (``rule_objects`` overridden)."""
-    fam = get_family(task)
+def applies(name: str, problem: Problem) -> bool:
+    """Whether heuristic ``name`` is defined for ``problem``: the set heuristics where the family's answers
+    are node sets (``TaskFamily.set_candidates``), the family rule where it has one (``TaskFamily.has_rule``)."""
+    fam = get_family(problem.task)
     if name == "family_rule":
-        return type(fam).rule_objects is not TaskFamily.rule_objects
-    return fam.answer_type == "set"
+        return fam.has_rule
+    g = fam.verification_object(problem)
+    return g is not None and fam.set_candidates(g, fam.normalize_query(problem)) is not None
 
 
 def answer_free_baselines(problems: Sequence[Problem], *, draws: int = HEADLINE_DRAWS,
@@ -71,7 +71,7 @@ def answer_free_baselines(problems: Sequence[Problem], *, draws: int = HEADLINE_
     for name in HEURISTICS:
         values, clusters = [], []
         for p in problems:
-            if not applies(name, p.task):
+            if not applies(name, p):
                 continue
             ans = heuristic_answer(p, name)
             values.append(float(ans is not None and is_correct(p, ans)))

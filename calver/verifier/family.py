@@ -268,6 +268,15 @@ class TaskFamily:
         return self.answer_type in ("bool", "number")
 
     # ---- teaching --------------------------------------------------------------------------------
+    @property
+    def has_rule(self) -> bool:
+        """Whether the family proposes answers by a local rule (:meth:`rule_objects` overridden)."""
+        return type(self).rule_objects is not TaskFamily.rule_objects
+
+    def set_candidates(self, g: Any, query: Mapping[str, Any]) -> list[str] | None:
+        """The nodes a set answer may hold (None: the family's answers are not node sets)."""
+        return None
+
     def rule_objects(self, g: Any, query: Mapping[str, Any]) -> Iterator[Any]:
         """Objects a simple local rule proposes for a teaching trace, best first (not yet filtered by
         the predicate). A policy learns a rule it can apply from the prompt (a parent set read off

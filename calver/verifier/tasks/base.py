@@ -148,6 +148,10 @@ class NodeSetFamily(TaskFamily):
         yield from (frozenset(c) for c in combinations(order, 2))
         yield frozenset(order)
 
+    def set_candidates(self, g: Any, query: Mapping[str, Any]) -> list[str] | None:
+        # path and cycle families inherit the node machinery but answer with sequences, not sets
+        return self.candidates(g, query) if self.answer_type == "set" else None
+
     def candidates(self, g: CausalGraph, query: Mapping[str, Any]) -> list[str]:
         ex = self.excluded(query)
         return [n for n in g.nodes if n not in ex]
