@@ -31,53 +31,51 @@ from calver.verifier import Problem, get_family
 HEURISTICS = ("random_subset", "all_candidates", "empty_set", "family_rule")
 
 
+def heuristic_answers(problem: Problem) -> dict[str, Any]:
+    """Every heuristic that applies to ``problem`` and its answer (None: it proposes nothing). The set
+    heuristics apply where the family's answers are node sets (``TaskFamily.set_candidates``), the family
+    rule where it has one (``TaskFamily.has_rule``)."""
+    fam = get_family(problem.task)
+    g = fam.verification_object(problem)
+    if g is None:
+        return {}
+    query = fam.normalize_query(problem)
+    out: dict[str, Any] = {}
+    cands = fam.set_candidates(g, query)
+    if cands is not None:
+        rng = random.Random(f"calver-baseline/{problem.id}")
+        out["random_subset"] = frozenset(c for c in cands if rng.random() < 0.5)
+        out["all_candidates"] = frozenset(cands)
+        out["empty_set"] = frozenset()
+    if fam.has_rule:
+        out["family_rule"] = next(iter(fam.rule_objects(g, query)), None)
+    return out
+
+
 def heuristic_answer(problem: Problem, name: str) -> Any | None:
     """The answer heuristic ``name`` gives for ``problem`` (None: it does not apply, or proposes nothing)."""
     if name not in HEURISTICS:
         raise ValueError(f"heuristic must be one of {HEURISTICS}, got {name!r}")
-    fam = get_family(problem.task)
-    g = fam.verification_object(problem)
-    if g is None:
-        return None
-    query = fam.normalize_query(problem)
-    if name == "family_rule":
-        return next(iter(fam.rule_objects(g, query)), None)
-    cands = fam.set_candidates(g, query)
-    if cands is None:
-        return None
-    if name == "all_candidates":
-        return frozenset(cands)
-    if name == "empty_set":
-        return frozenset()
-    rng = random.Random(f"calver-baseline/{problem.id}")
-    return frozenset(c for c in cands if rng.random() < 0.5)
+    return heuristic_answers(problem).get(name)
 
 
 def applies(name: str, problem: Problem) -> bool:
-    """Whether heuristic ``name`` is defined for ``problem``: the set heuristics where the family's answers
-    are node sets (``TaskFamily.set_candidates``), the family rule where it has one (``TaskFamily.has_rule``)."""
-    fam = get_family(problem.task)
-    if name == "family_rule":
-        return fam.has_rule
-    g = fam.verification_object(problem)
-    return g is not None and fam.set_candidates(g, fam.normalize_query(problem)) is not None
+    """Whether heuristic ``name`` is defined for ``problem`` (see :func:`heuristic_answers`)."""
+    return name in heuristic_answers(problem)
 
 
 def answer_free_baselines(problems: Sequence[Problem], *, draws: int = HEADLINE_DRAWS,
                           seed: int = 0) -> dict[str, dict[str, Any]]:
     """Per heuristic: the valid-answer rate over the problems it applies to (a clustered CI), or an empty
-    result when it applies to none."""
-    out: dict[str, dict[str, Any]] = {}
-    for name in HEURISTICS:
-        values, clusters = [], []
-        for p in problems:
-            if not applies(name, p):
-                continue
-            ans = heuristic_answer(p, name)
-            values.append(float(ans is not None and is_correct(p, ans)))
-            clusters.append(p.source_id or p.id)
-        out[name] = mean_ci(values, clusters, draws=draws, seed=seed) if values else {"n_units": 0}
-    return out
+    result when it applies to none. Each problem's graph and query are read once for all heuristics."""
+    values: dict[str, list[float]] = {name: [] for name in HEURISTICS}
+    clusters: dict[str, list[str]] = {name: [] for name in HEURISTICS}
+    for p in problems:
+        for name, ans in heuristic_answers(p).items():
+            values[name].append(float(ans is not None and is_correct(p, ans)))
+            clusters[name].append(p.source_id or p.id)
+    return {name: mean_ci(values[name], clusters[name], draws=draws, seed=seed) if values[name] else {"n_units": 0}
+            for name in HEURISTICS}
 
 
 @dataclass
@@ -126,4 +124,5 @@ def add_commands(subparsers) -> None:
                 description=BaselinesConfig.__doc__).set_defaults(func=_cli)
 
 
-__all__ = ["HEURISTICS", "BaselinesConfig", "answer_free_baselines", "applies", "heuristic_answer"]
+__all__ = ["HEURISTICS", "BaselinesConfig", "answer_free_baselines", "applies", "heuristic_answer",
+           "heuristic_answers"]

@@ -80,7 +80,7 @@ import calver
 from calver.reward import POLICY_FAULTS, UNSCORABLE_REWARD, RewardEngine, RewardSpec
 from calver.reward.completions import read_completion
 from calver.reward.problems import check_grounded
-from calver.verifier import BIT_KEYS, PreparedProblem, Problem, Unscorable, prepare
+from calver.verifier import BIT_KEYS, Problem, Unscorable, prepare
 
 PART_NAMES: tuple[str, ...] = BIT_KEYS  # graph, query, strategy, derivation, result, answer
 # A policy's contract trace is a few KB; a 32,000-character trace scores in tens of milliseconds, the 128 KB
@@ -171,7 +171,6 @@ class ServedProblem:
     task: str
     prompt: tuple[dict[str, str], ...]  # render_prompt of the stripped problem
     view: str  # the stripped problem as JSON text (a fresh dict per observation)
-    prepared: PreparedProblem  # the full problem, prepared once (checked grounded at load)
     key: str  # the full problem as JSON: the reward engine scores against it, grounded on its source
 
 
@@ -192,7 +191,7 @@ def serve_problem(problem: Problem, *, allow_ungrounded: bool = False) -> Served
     except (KeyError, ValueError, RuntimeError) as e:  # unregistered task, ProblemError, FirewallError
         raise ValueError(f"problem {pid!r} cannot be served: {type(e).__name__}: {e}") from None
     check_grounded(prepared, allow_ungrounded)  # UngroundedProblemError (a ValueError) names the problem
-    return ServedProblem(pid, problem.task, prompt, view, prepared, problem_json(problem))
+    return ServedProblem(pid, problem.task, prompt, view, problem_json(problem))
 
 
 class ProblemSet:

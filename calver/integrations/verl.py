@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import sys
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from calver.reward import ADAPTER_STATS, UNSCORABLE_REWARD, RewardOptions, score_batch
+from calver.reward.options import FIELDS
 from calver.reward.problems import check_grounded
 from calver.verifier import BIT_KEYS, RowResult, Unscorable
 
@@ -109,7 +111,10 @@ def compute_score(data_source: Any = None, solution_str: Any = None, ground_trut
     ``reward.custom_reward_function.reward_kwargs`` (:class:`calver.reward.RewardOptions`: ``variant``,
     ``weights``, ``allow_ungrounded``, ``budget_s``, ``workers``). Raises ``ValueError`` only for a bad
     option (a configuration error); never for a row."""
-    options = RewardOptions.parse(kwargs)
+    try:
+        options = _options(tuple((k, _hashable(kwargs.get(k))) for k in FIELDS))
+    except TypeError:  # an unhashable option value: parsed uncached (a bad one raises, naming it)
+        options = RewardOptions.parse(kwargs)
     try:
         if not isinstance(solution_str, str):  # verl decodes a string; anything else is no response
             ADAPTER_STATS.add([Unscorable(f"solution_str is a {type(solution_str).__name__}, not text")])
@@ -119,6 +124,16 @@ def compute_score(data_source: Any = None, solution_str: Any = None, ground_trut
     except Exception:  # noqa: BLE001 - verl stops the run on a raising reward; a bad row scores as unscorable
         logger.exception("calver verl reward: unexpected error")
         return _unscorable_result()
+
+
+@functools.lru_cache(maxsize=64)
+def _options(values: tuple[tuple[str, Any], ...]) -> RewardOptions:
+    """The parsed options of one ``reward_kwargs`` set: verl passes the same ones with every sample."""
+    return RewardOptions.parse(dict(values))
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
 async def compute_score_async(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
@@ -162,10 +177,7 @@ def _check_grounded(grpo_rows: Sequence[dict[str, Any]]) -> None:
     from calver.verifier import Problem, prepare
 
     for r in grpo_rows:
-        try:
-            check_grounded(prepare(Problem.from_dict(json.loads(r["problem_json"]))))
-        except ValueError as e:  # UngroundedProblemError: the one grounding rule and message
-            raise ValueError(str(e)) from None
+        check_grounded(prepare(Problem.from_dict(json.loads(r["problem_json"]))))  # UngroundedProblemError
 
 
 def check_prompt_lengths(grpo_rows: Sequence[dict[str, Any]], max_prompt_tokens: int, tokenizer: Any = None) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Mapping
 
 from calver.reward.spec import RewardSpec
@@ -50,8 +51,8 @@ class RewardOptions:
         if not isinstance(self.workers, int) or isinstance(self.workers, bool) or not 0 <= self.workers <= MAX_WORKERS:
             raise ValueError(f"workers must be a whole number in 0..{MAX_WORKERS}, got {self.workers!r}")
 
-    @property
-    def spec(self) -> RewardSpec:
+    @cached_property
+    def spec(self) -> RewardSpec:  # built (and validated) once per options object, not per row
         return RewardSpec(self.variant, self.weights)
 
     @property

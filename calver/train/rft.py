@@ -108,6 +108,7 @@ def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def run_rft(script_args, training_args, model_args, *, sampler_factory=None) -> list[RoundResult]:
     """All rounds (finished ones are read back, not redone). ``sampler_factory(model, adapter)`` replaces
     :func:`make_sampler` (tests)."""
+    from calver.infer.pool import read_jsonl
     from calver.infer.sampler import SamplingConfig, make_sampler
     from calver.train.sft import run_sft
 
@@ -126,7 +127,7 @@ def run_rft(script_args, training_args, model_args, *, sampler_factory=None) -> 
         done = rdir / "round.json"
         if done.exists():  # a finished round: read back its rows and result
             res = RoundResult(**json.loads(done.read_text()))
-            all_kept = [json.loads(x) for x in (rdir / "rows.jsonl").read_text().splitlines() if x.strip()]
+            all_kept = list(read_jsonl(rdir / "rows.jsonl"))
             results.append(res)
             if res.trained:
                 policy = _policy(base, rdir / "model", model_args)
