@@ -114,3 +114,22 @@ def test_cli_finds_a_renamed_bench_graph(tmp_path, capsys):
     assert main(["contamination", "--train", str(path), "--suite", "quick", "--rows", "bnlearn_supplied"]) in (0, 1)
     assert main(["contamination", "--train", str(tmp_path / "missing"), "--suite", "quick"]) == 2
     assert main(["contamination", "--train", str(path), "--suite", "huge"]) == 2
+
+
+@require_modules("pgmpy")
+def test_clean_copy_keeps_the_sources_rows(tmp_path):
+    """The clean copy is the source's rows less the dropped ones: its SFT traces keep the source's rule answers,
+    witness cap and system message (it once rewrote them with random answers and witness paths)."""
+    from calver.cli import main
+
+    src, clean = tmp_path / "mix", tmp_path / "clean"
+    assert main(["gen", "--tasks", "backdoor_set", "separation_set", "--n", "8", "--seed", "4", "--out", str(src),
+                 "--system", "compact", "--answers", "rule", "--n_nodes", "5", "8"]) == 0
+    main(["contamination", "--train", str(src), "--suite", "quick", "--rows", "bnlearn_supplied",
+          "--clean_out", str(clean)])
+    rows = lambda d: [json.loads(x) for x in (d / "sft.jsonl").read_text().splitlines()]  # noqa: E731
+    by_id = {r["id"]: r["messages"] for r in rows(src)}
+    kept = rows(clean)
+    assert kept and all(r["messages"] == by_id[r["id"]] for r in kept)
+    manifest = json.loads((clean / "manifest.json").read_text())
+    assert (manifest["sft_answers"], manifest["sft_witnesses"], manifest["system_prompt"]) == ("rule", 0, "compact")
