@@ -94,3 +94,42 @@ def test_gen_writes_compact_rows_when_asked(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["system_prompt"] == "compact"
     assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "0", "--out", str(tmp_path / "x"),
                  "--system", "terse"]) == 2
+
+
+def test_gen_rule_answers_without_witnesses_and_a_list_of_namings(tmp_path):
+    """The training mix's rows: `answers: rule` writes the family rule's answer, the compact system drops the
+    witness paths the verifier does not need (unless `witnesses` says otherwise), and `naming` may list several
+    vocabularies, one drawn per item and recorded in its meta."""
+    from calver.cli import main
+    from calver.data_gen.names import DOMAINS
+    from calver.verifier import Problem, get_family, score
+
+    out = tmp_path / "mix"
+    assert main(["gen", "--tasks", "backdoor_set", "separation_set", "--n", "12", "--seed", "3", "--out", str(out),
+                 "--system", "compact", "--answers", "rule", "--naming", "identifiers", "medicine",
+                 "--variants", "any", "--n_nodes", "5", "8"]) == 0
+    rows = [json.loads(x) for x in (out / "sft.jsonl").read_text().splitlines()]
+    problems = [Problem.from_dict(json.loads(x)) for x in (out / "problems.jsonl").read_text().splitlines()]
+    assert {p.meta["naming"] for p in problems} == {"identifiers", "medicine"}
+    for p, r in zip(problems, rows):
+        trace = r["messages"][2]["content"]
+        fam = get_family(p.task)
+        rule = fam.rule_object(p)
+        if rule is not None:
+            assert f"STRATEGY: {fam.format_object(rule)}\n" in trace
+        if p.task == "backdoor_set":
+            assert "blocked=none)" in trace  # no witness path listed
+        assert score(trace, p).total == 6
+        if p.meta["naming"] == "medicine":
+            assert all(n in DOMAINS["medicine"] or n.rsplit("_", 1)[0] in DOMAINS["medicine"] for n in p.graph.nodes)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sft_answers"] == "rule" and manifest["sft_witnesses"] == 0
+    with_paths = tmp_path / "paths"
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "12", "--seed", "3", "--out", str(with_paths),
+                 "--system", "compact", "--answers", "rule", "--witnesses", "2", "--n_nodes", "6", "8"]) == 0
+    assert json.loads((with_paths / "manifest.json").read_text())["sft_witnesses"] == 2
+    assert "blocked=none)" not in (with_paths / "sft.jsonl").read_text().replace("\\n", "\n").split("DERIVATION")[1]
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "0", "--out", str(tmp_path / "y"),
+                 "--answers", "best"]) == 2
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "0", "--out", str(tmp_path / "z"),
+                 "--naming", "letters", "klingon"]) == 2

@@ -121,3 +121,41 @@ def test_k_curve_bands_hold_their_estimates():
             assert lo <= a <= hi
     for c, (lo, hi) in zip(res["coverage"], res["ci"]["coverage"]):
         assert lo <= c <= hi
+
+
+def test_cycle_rule_gives_a_reverse_pair_or_a_shortest_cycle():
+    """Oracle: networkx's simple cycles. The rule's first proposal is a 2-cycle where the graph has one, else
+    a cycle of the shortest length; `none` exactly when the graph is acyclic."""
+    import networkx as nx
+
+    fam = get_family("cycle_witness")
+    seen_pair = seen_long = 0
+    for p in generate("cycle_witness", 60, small_config(8, n_nodes=(4, 10))):
+        cycles = list(nx.simple_cycles(p.graph.to_networkx()))
+        first = next(fam.rule_objects(p.graph, fam.normalize_query(p)))
+        if not cycles:
+            assert first == ()
+            continue
+        shortest = min(len(c) for c in cycles)
+        assert len(first) == shortest if shortest > 2 else len(first) == 2
+        assert fam.canonical_answer_key(first) in {fam.canonical_answer_key(tuple(c)) for c in cycles}
+        seen_pair += len(first) == 2
+        seen_long += len(first) > 2
+        assert score(canonical_trace(p, "rule", 0), p).total == 6
+    assert seen_pair and seen_long
+
+
+@pytest.mark.parametrize("task, cover", [("backdoor_set", 0.9), ("separation_set", 0.5)])
+def test_maximal_variants_get_a_rule_answer_from_the_class(task, cover):
+    """Every non-descendant of the treatment (backdoor) and every other node (separation) are the maximal
+    proposals; the enumerated validity class is the oracle."""
+    fam = get_family(task)
+    hits = n = 0
+    for p in generate(task, 30, small_config(4, n_nodes=(4, 8), variants=("maximal",))):
+        n += 1
+        rule = fam.rule_object(p)
+        if rule is None:
+            continue
+        hits += 1
+        assert fam.canonical_answer_key(rule) in {fam.canonical_answer_key(o) for o in validity_objects(p)}
+    assert hits >= cover * n  # how often the rule answers at all (else a random member is taught)

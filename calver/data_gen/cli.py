@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from calver.config import ConfigError, add_command
 from calver.data_gen.gen_config import GenConfig, RunConfig, check_task_limits, parse_run
@@ -58,7 +58,7 @@ def check_out_dir(out: str | None, label: str = "field 'out'") -> None:
             break
 
 
-def apply_level(problems: list, level: str, naming: str = "letters") -> tuple[list, dict[str, Any]]:
+def apply_level(problems: list, level: str, naming: Sequence[str] = ("letters",)) -> tuple[list, dict[str, Any]]:
     """Rewrite problems as ``level`` prose (constructed-graph mode) through
     ``calver.data_gen.text_levels``, keeping only items whose prose the rule-based extractor reads
     back into exactly the source graph. Each item uses its own rng (seeded by its id)."""
@@ -67,7 +67,8 @@ def apply_level(problems: list, level: str, naming: str = "letters") -> tuple[li
     from calver.data_gen import text_levels as tl
 
     lv = int(level[1:])
-    vocab = naming if naming in getattr(tl, "DOMAINS", {}) else None
+    # constructed prose draws its own names: a domain vocabulary when the run names one alone
+    vocab = naming[0] if len(naming) == 1 and naming[0] in getattr(tl, "DOMAINS", {}) else None
     kept, total = [], 0
     for p in problems:
         total += 1
@@ -107,7 +108,8 @@ def run_gen(args: argparse.Namespace) -> int:
     from calver.data_gen.export import export_dataset
 
     try:
-        manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system,
+        manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system, answers=rc.answers,
+                                  witnesses=rc.trace_witnesses,
                                   extra_card={"level": rc.level, "level_admission": level_stats,
                                               "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
     except OSError as e:  # a folder we may not write, a full disk, a path component that is a file

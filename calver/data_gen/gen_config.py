@@ -23,7 +23,6 @@ from calver.verifier.parsers import RENDER_FORMATS
 
 GRAPH_CLASSES = ("DAG", "ADMG", "directed")
 ENCODINGS = RENDER_FORMATS  # every encoding the verifier renders (and reads back)
-RUN_KEYS = ("task", "tasks", "n", "out", "level")
 LEVELS = tuple(f"L{i}" for i in TEXT_LEVELS)  # the graph-from-text levels, as configs spell them
 MAX_NODES = 26
 MAX_N = 1_000_000
@@ -62,7 +61,8 @@ class GenConfig:
         "(cycle_witness: directed; frontdoor_set: ADMG; others: DAG, or ADMG when latent > 0)")
     latent: float = cfg_field(0.0, help="probability of a bidirected edge (latent confounder) per node pair in an "
                               "ADMG (an ADMG always gets at least one)")
-    naming: str = cfg_field("letters", help=f"variable names: {', '.join(NAMINGS)}")
+    naming: tuple[str, ...] = cfg_field(("letters",), help="variable names, one naming drawn per item: "
+                                        + ", ".join(NAMINGS))
     encoding: tuple[str, ...] = cfg_field(("arrows",), help="graph encoding(s) in the prompt, one drawn per item: "
                                           + ", ".join(ENCODINGS))
     variants: tuple[str, ...] | None = cfg_field(
@@ -107,8 +107,11 @@ class GenConfig:
                     raise ConfigError(f"field 'graph_class' must be among {GRAPH_CLASSES}, got {c!r}")
                 norm.append(match[0])
             set_(self, "graph_class", tuple(norm))
-        if self.naming not in NAMINGS:
-            raise ConfigError(f"field 'naming' must be one of {NAMINGS}, got {self.naming!r}")
+        naming = _as_tuple(self.naming, "naming")
+        bad = [n for n in naming if n not in NAMINGS]
+        if bad:
+            raise ConfigError(f"field 'naming' must be among {NAMINGS}, got {bad[0]!r}")
+        set_(self, "naming", naming)
         enc = _as_tuple(self.encoding, "encoding")
         bad = [e for e in enc if e not in ENCODINGS]
         if bad:
@@ -156,6 +159,12 @@ class RunConfig:
     level: str | None = cfg_field(None, help="rewrite each problem as L1 / L2 / L3 prose (calver.data_gen.text_levels)")
     system: str = cfg_field("contract", help="system message of the SFT/GRPO rows: contract (the full contract "
                             "instructions) | compact (one line; the contract lives in the rows' traces)")
+    answers: str = cfg_field("random", help="answers of the SFT rows' traces: random (a draw from the validity "
+                             "class) | rule (the family's local rule where it gives a valid answer, e.g. the "
+                             "treatment's parents: what a small policy can learn to apply)")
+    witnesses: int | None = cfg_field(None, help="witness paths the SFT traces' DERIVATION lists at most (null: "
+                                      "0 with the compact system, which the verifier does not need, else the "
+                                      "family's own number)")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -170,6 +179,17 @@ class RunConfig:
             raise ConfigError(f"field 'level' must be one of {LEVELS}, got {self.level!r}")
         if self.system not in SYSTEMS:
             raise ConfigError(f"field 'system' must be one of {SYSTEMS}, got {self.system!r}")
+        if self.answers not in ("random", "rule"):
+            raise ConfigError(f"field 'answers' must be random or rule, got {self.answers!r}")
+        if self.witnesses is not None and (not _is_int(self.witnesses) or self.witnesses < 0):
+            raise ConfigError(f"field 'witnesses' must be null or an integer >= 0, got {self.witnesses!r}")
+
+    @property
+    def trace_witnesses(self) -> int | None:
+        """The witness cap the rows use: ``witnesses``, or 0 under the compact system."""
+        if self.witnesses is not None:
+            return self.witnesses
+        return 0 if self.system == "compact" else None
 
 
 def check_task_limits(cfg: GenConfig, tasks: Sequence[str]) -> None:

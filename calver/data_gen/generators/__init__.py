@@ -96,7 +96,8 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
         if built is None:
             continue
         sk, planted_idx = built
-        names = node_names(sk.n, cfg.naming, rng)
+        naming = cfg.naming[0] if len(cfg.naming) == 1 else rng.choice(cfg.naming)
+        names = node_names(sk.n, naming, rng)
         g = G.label(sk, names)
         planted = {k: names[v] for k, v in planted_idx.items()}
         for q_i, query in enumerate(spec.propose(rng, g, planted, variant, cfg)):
@@ -121,7 +122,7 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
                 "validity_class_truncated": truncated,
                 "many_satisfier": (len(objs) >= cfg.min_valid) if applicable else None,
                 "encoding": encoding,
-                "naming": cfg.naming,
+                "naming": naming,
                 "generator": generator_meta(task, idx, cfg, attempt),
             }
             return Problem(task=task, query=query, graph=g, text=problem_text(g, fam.question_text(qn), encoding),

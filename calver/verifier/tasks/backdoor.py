@@ -70,8 +70,13 @@ class BackdoorSet(SeparatorFamily):
         return is_backdoor_set(g, query["treatment"], query["outcome"], nodes)
 
     def rule_objects(self, g, query):
-        # the treatment's parents: every backdoor path leaves X through one, as a non-collider
-        yield g.parents(query["treatment"]) - {query["outcome"]}
+        # the treatment's parents: every backdoor path leaves X through one, as a non-collider; then
+        # every non-descendant of X (a superset of them, so valid too, and maximal when it is allowed)
+        from calver.verifier.paths import descendants
+
+        x, y = query["treatment"], query["outcome"]
+        yield g.parents(x) - {y}
+        yield frozenset(g) - descendants(g, [x]) - {x, y}
 
     def witness_paths(self, g, query, nodes):
         return backdoor_paths(g, query["treatment"], query["outcome"], limit=3)

@@ -21,6 +21,30 @@ def _canonical_cycle(nodes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(nodes[i:] + nodes[:i])
 
 
+def _shortest_cycle_through(g: CausalGraph, s: str) -> tuple[str, ...] | None:
+    """A shortest directed cycle through ``s`` (breadth-first from its children), or None."""
+    prev: dict[str, str] = {}
+    frontier = sorted(g.children(s))
+    for c in frontier:
+        prev[c] = s
+    while frontier:
+        nxt = []
+        for u in frontier:
+            if u == s:
+                path = [s]
+                v = prev[s]
+                while v != s:
+                    path.append(v)
+                    v = prev[v]
+                return (s,) + tuple(reversed(path[1:]))
+            for w in sorted(g.children(u)):
+                if w not in prev:
+                    prev[w] = u
+                    nxt.append(w)
+        frontier = nxt
+    return None
+
+
 @register
 class CycleWitness(NodeSetFamily):
     name = "cycle_witness"
@@ -104,6 +128,25 @@ class CycleWitness(NodeSetFamily):
             return PASS
         missing = [f"{a}->{b}" for a, b in zip(nodes, nodes[1:] + nodes[:1]) if not g.has_edge(a, b)]
         return Check.fail(f"{self.format_object(nodes)} is not a directed cycle: missing edge(s) {', '.join(missing)}")
+
+    def rule_objects(self, g, query):
+        # read off the edge list: a reverse-edge pair (A -> B and B -> A) first, the commonest cycle
+        # in CLEAR's directed graphs; else one shortest cycle (breadth-first); none when acyclic
+        if g.acyclic:
+            yield ()
+            return
+        names = sorted(g)
+        for a in names:
+            for b in sorted(g.children(a)):
+                if a < b and g.has_edge(b, a):
+                    yield (a, b)
+        best: tuple[str, ...] | None = None
+        for s in names:
+            cyc = _shortest_cycle_through(g, s)
+            if cyc is not None and (best is None or len(cyc) < len(best)):
+                best = cyc
+        if best is not None:
+            yield best
 
     def validity_class(self, g: CausalGraph, query: Mapping[str, Any], limit: int | None = None) -> list[Any]:
         import networkx as nx

@@ -50,6 +50,7 @@ class SeparationSet(SeparatorFamily):
         ends = frozenset(query["x"]) | frozenset(query["y"])
         px, py = (frozenset().union(*(g.parents(n) for n in query[side])) - ends for side in ("x", "y"))
         yield from (px | py, px, py)
+        yield frozenset(g) - ends  # every other node: often valid, and then maximal
 
     def excluded(self, query: Mapping[str, Any]) -> frozenset[str]:
         return frozenset(query["x"]) | frozenset(query["y"])
