@@ -26,6 +26,10 @@ def test_heuristic_answers():
     sub = heuristic_answer(p, "random_subset")
     assert sub <= cands and heuristic_answer(p, "random_subset") == sub  # seeded by the problem
     assert heuristic_answer(p, "family_rule") == next(iter(fam.rule_objects(p.graph, fam.normalize_query(p))))
+    # the same subset however the graph lists its nodes (a pool stores problems through JSON)
+    for q in generate("separation_set", 24, GenConfig(seed=17, n_nodes=(5, 8), variants=("any",))):
+        back = type(q).from_dict(json.loads(json.dumps(q.to_dict())))
+        assert heuristic_answer(back, "random_subset") == heuristic_answer(q, "random_subset")
     cyc = generate("cycle_witness", 1, GenConfig(seed=2))[0]
     assert not applies("all_candidates", cyc) and heuristic_answer(cyc, "all_candidates") is None
     assert applies("all_candidates", p) and applies("family_rule", p)

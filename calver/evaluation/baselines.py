@@ -44,7 +44,8 @@ def heuristic_answers(problem: Problem) -> dict[str, Any]:
     cands = fam.set_candidates(g, query)
     if cands is not None:
         rng = random.Random(f"calver-baseline/{problem.id}")
-        out["random_subset"] = frozenset(c for c in cands if rng.random() < 0.5)
+        # sorted: the same subset however the problem's graph lists its nodes (a JSON round trip may reorder)
+        out["random_subset"] = frozenset(c for c in sorted(cands) if rng.random() < 0.5)
         out["all_candidates"] = frozenset(cands)
         out["empty_set"] = frozenset()
     if fam.has_rule:
