@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "calver.infer.cli",
     "calver.evaluation.cli",  # eval, refine, audit-judges, route: the commands that grade
     "calver.evaluation.baselines",  # baselines: answer-free heuristics' valid-answer rates on a problem set
+    "calver.evaluation.policy_report",  # policy-report: a policy beside heuristics, rule agreement, shuffled control
     "calver.bench",  # bench: a benchmark suite from problems to one table
     "calver.integrations.openenv_cli",  # serve-env: the verifier as a single-step OpenEnv environment server
     "calver.integrations.openrlhf_server",  # serve-reward: the verifier behind OpenRLHF's HTTP /get_reward

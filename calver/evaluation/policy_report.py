@@ -1,0 +1,217 @@
+"""``calver policy-report``: whether a policy learned the rules, read off its frozen pools.
+
+For each pool (``--pool name=DIR``) it puts side by side, each with a problem-clustered 95% CI:
+
+- the policy's rates: parse, per bit, 6/6, valid answers, CALVER's pick, coverage (:func:`policy_stats`);
+- the answer-free heuristics on the same problems (random subset of the candidate nodes, all candidates, the
+  empty set, the family rule: :mod:`calver.evaluation.baselines`) and the policy's valid-answer rate minus
+  each, paired by problem;
+- rule agreement: the share of candidates whose answer equals the family's rule answer (the first rule
+  proposal valid on the problem's source), over problems whose family has a rule;
+- the shuffled-problem control (:func:`shuffled_control`): candidates graded against another problem of
+  their family, so a policy that guesses scores the same on both;
+
+and, for every ``--compare a:b``, the paired differences b − a over the units both pools hold (a stage's
+effect: SFT vs base, RFT vs SFT, GRPO vs its start). It reads labels (grading), like ``calver eval``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from calver.config import ConfigError, add_command, cfg_field, parse_command
+from calver.evaluation.baselines import HEURISTICS, heuristic_answers
+from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
+from calver.evaluation.grading import is_correct
+from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
+from calver.evaluation.units import UnitFacts
+from calver.verifier import SLOTS, get_family
+
+
+def rule_agreement(units: Sequence[UnitFacts]) -> tuple[list[float], list[str]]:
+    """Per unit with a rule answer: the share of its candidates whose answer key equals it; and the clusters."""
+    values, clusters = [], []
+    for u in units:
+        p = u.grading_problem
+        if p is None:
+            continue
+        fam = get_family(p.task)
+        if not fam.has_rule:
+            continue
+        rule = fam.rule_object(p)
+        if rule is None:
+            continue
+        want = fam.canonical_answer_key(fam.coerce_object(rule))
+        values.append(float(np.mean([k == want for k in u.answer_keys])) if u.answer_keys else 0.0)
+        clusters.append(u.source_id)
+    return values, clusters
+
+
+def versus_baselines(units: Sequence[UnitFacts], *, draws: int, seed: int) -> dict[str, Any]:
+    """Per heuristic: its valid-answer rate on the units' problems and the policy's minus it, paired by unit."""
+    out: dict[str, Any] = {}
+    per_unit = [(u, heuristic_answers(u.grading_problem)) for u in units if u.grading_problem is not None]
+    for name in HEURISTICS:
+        rows = [(float(np.mean(u.correct)), float(ans.get(name) is not None and
+                                                   is_correct(u.grading_problem, ans[name])), u.source_id)
+                for u, ans in per_unit if name in ans]
+        if not rows:
+            out[name] = {"n_units": 0}
+            continue
+        pol, base, cl = (list(c) for c in zip(*rows))
+        out[name] = {"baseline": mean_ci(base, cl, draws=draws, seed=seed),
+                     "policy_minus_baseline": paired_diff_ci(pol, base, cl, draws=draws, seed=seed)}
+    return out
+
+
+def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
+    """Everything :mod:`policy_report` says about one pool (JSON-ready)."""
+    agree, cl = rule_agreement(units)
+    return {
+        "stats": policy_stats(units, draws=draws, seed=seed),
+        "baselines": versus_baselines(units, draws=draws, seed=seed),
+        "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
+        "shuffled": shuffled_control(units, shuffles=shuffles, seed=seed, draws=draws),
+        "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
+    }
+
+
+def _ci(r: dict[str, Any], signed: bool = False) -> str:
+    if not r or "estimate" not in r:
+        return "–"
+    f = "{:+.1f}" if signed else "{:.1f}"
+    return f"{f.format(100 * r['estimate'])} [{f.format(100 * r['ci_low'])}, {f.format(100 * r['ci_high'])}]"
+
+
+def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
+    """The report as markdown tables (percentages, 95% clustered CIs in brackets)."""
+    lines = ["| policy | candidates | parse | 6/6 | valid answers | CALVER pick | coverage | rule agreement |",
+             "|---|---:|---|---|---|---|---|---|"]
+    for name, r in reports.items():
+        s = r["stats"]
+        lines.append(f"| {name} | {s['n_candidates']} | {_ci(s['parse_rate'])} | {_ci(s['six_rate'])} | "
+                     f"{_ci(s['valid_rate'])} | {_ci(s['calver'])} | {_ci(s['coverage'])} | "
+                     f"{_ci(r['rule_agreement'])} |")
+    lines += ["", "Per-bit pass rates (%):", "", "| policy | " + " | ".join(SLOTS) + " |",
+              "|---|" + "---:|" * len(SLOTS)]
+    for name, r in reports.items():
+        rates = r["stats"]["bit_pass_rates"]
+        lines.append(f"| {name} | " + " | ".join(f"{100 * rates[s]:.1f}" for s in SLOTS) + " |")
+    lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
+              "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
+              "|---|---|---|---|---:|"]
+    for name, r in reports.items():
+        for h, b in r["baselines"].items():
+            if b.get("n_units") == 0:
+                continue
+            lines.append(f"| {name} | {h} | {_ci(b['baseline'])} | {_ci(b['policy_minus_baseline'], True)} | "
+                         f"{b['baseline']['n_units']} |")
+    lines += ["", "Shuffled-problem control (candidates graded against another problem of their family):", "",
+              "| policy | valid own | valid shuffled | own − shuffled | 6/6 own | 6/6 shuffled |",
+              "|---|---|---|---|---|---|"]
+    for name, r in reports.items():
+        sh = r["shuffled"]
+        if "error" in sh:
+            lines.append(f"| {name} | {sh['error']} | | | | |")
+            continue
+        v, six = sh["valid_rate"], sh["six_rate"]
+        lines.append(f"| {name} | {_ci(v['own'])} | {_ci(v['shuffled'])} | {_ci(v['own_minus_shuffled'], True)} | "
+                     f"{_ci(six['own'])} | {_ci(six['shuffled'])} |")
+    if comparisons:
+        lines += ["", "Paired differences over shared units (b − a, percentage points):", "",
+                  "| a → b | units | 6/6 | valid answers | CALVER pick | coverage |", "|---|---:|---|---|---|---|"]
+        for pair, c in comparisons.items():
+            lines.append(f"| {pair} | {c['n_units']} | {_ci(c['six_rate'], True)} | {_ci(c['valid_rate'], True)} | "
+                         f"{_ci(c['calver'], True)} | {_ci(c['coverage'], True)} |")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class PolicyReportConfig:
+    """``calver policy-report --pool NAME=DIR [...] [--compare A:B ...] [--out DIR]``: a policy's rates beside the
+    answer-free heuristics, its rule agreement and the shuffled-problem control; paired stage comparisons."""
+
+    pool: list[str] = cfg_field(help="NAME=DIR, repeatable: a pool directory (calver sample) and its name")
+    compare: list[str] = cfg_field(help="A:B, repeatable: the paired differences B − A over the units both hold",
+                                   default_factory=list)
+    out: str | None = cfg_field(None, help="write report.md and report.json here (default: print only)")
+    shuffles: int = cfg_field(3, help="derangements of the shuffled-problem control")
+    draws: int = cfg_field(DECOMPOSITION_DRAWS, help="bootstrap draws of the clustered CIs")
+    seed: int = cfg_field(0, help="bootstrap and shuffle seed")
+
+    def __post_init__(self) -> None:
+        if not self.pool:
+            raise ConfigError("field 'pool' is required: pass --pool NAME=DIR")
+        pools = self.pools
+        for item in self.compare:
+            a, sep, b = item.partition(":")
+            if not sep or a not in pools or b not in pools:
+                raise ConfigError(f"field 'compare' takes A:B with A and B among the pools {sorted(pools)}, "
+                                  f"got {item!r}")
+        for name in ("shuffles", "draws"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 100_000:
+                raise ConfigError(f"field {name!r} must be a whole number in 1..100000, got {v!r}")
+
+
+    @property
+    def pools(self) -> dict[str, str]:
+        """``pool`` as name -> directory (a malformed or repeated name raises ConfigError)."""
+        out: dict[str, str] = {}
+        for item in self.pool:
+            name, sep, path = item.partition("=")
+            if not sep or not name or not path:
+                raise ConfigError(f"field 'pool' takes NAME=DIR, got {item!r}")
+            if name in out:
+                raise ConfigError(f"field 'pool' names {name!r} twice")
+            out[name] = path
+        return out
+
+
+def run_report(cfg: PolicyReportConfig) -> tuple[dict[str, Any], str]:
+    """The JSON-ready report and its markdown."""
+    from calver.evaluation.results import to_json
+    from calver.evaluation.units import load_units
+
+    units = {name: load_units(path) for name, path in cfg.pools.items()}
+    reports = {name: report_pool(us, shuffles=cfg.shuffles, draws=cfg.draws, seed=cfg.seed)
+               for name, us in units.items()}
+    comparisons = {}
+    for item in cfg.compare:
+        a, _, b = item.partition(":")
+        comparisons[f"{a} → {b}"] = compare_policies(units[a], units[b], draws=cfg.draws, seed=cfg.seed)
+    data = to_json({"pools": cfg.pools, "reports": reports, "comparisons": comparisons})
+    return data, markdown(reports, comparisons)
+
+
+def _cli(args) -> int:
+    cfg = parse_command("policy-report", PolicyReportConfig, args)
+    if cfg is None:
+        return 2
+    try:
+        data, md = run_report(cfg)
+    except (ValueError, OSError, KeyError) as e:
+        print(f"calver policy-report: error: {e}", file=sys.stderr)
+        return 2
+    print(md)
+    if cfg.out:
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(md)
+        (out / "report.json").write_text(json.dumps(data, indent=2, default=str))
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    add_command(subparsers, "policy-report", (PolicyReportConfig,),
+                help="a policy's rates beside answer-free heuristics, rule agreement and the shuffled control",
+                description=PolicyReportConfig.__doc__).set_defaults(func=_cli)
+
+
+__all__ = ["PolicyReportConfig", "report_pool", "rule_agreement", "run_report", "versus_baselines"]
