@@ -133,3 +133,22 @@ def test_clean_copy_keeps_the_sources_rows(tmp_path):
     assert kept and all(r["messages"] == by_id[r["id"]] for r in kept)
     manifest = json.loads((clean / "manifest.json").read_text())
     assert (manifest["sft_answers"], manifest["sft_witnesses"], manifest["system_prompt"]) == ("rule", 0, "compact")
+
+
+@require_modules("pgmpy")
+def test_against_checks_extra_evaluation_sets(tmp_path, capsys):
+    """--against: a held-out split counts as evaluation items, so a renamed copy of one of its graphs in the
+    training set is found (and dropped by --clean_out)."""
+    from calver.cli import main
+
+    held = generate("backdoor_set", 4, GenConfig(seed=9, n_nodes=(6, 7)))
+    copy = rename_problem(held[2], {n: f"q{i}" for i, n in enumerate(held[2].graph.nodes)})
+    copy.id = "copy-0"
+    train = [*generate("separation_set", 3, GenConfig(seed=10, n_nodes=(6, 7))), copy]
+    tp, hp = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+    tp.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in train))
+    hp.write_text("".join(json.dumps(p.to_dict()) + "\n" for p in held))
+    args = ["contamination", "--train", str(tp), "--suite", "quick", "--rows", "bnlearn_supplied"]
+    assert main([*args, "--against", str(hp)]) == 1
+    assert f"graph: training copy-0 = {hp}: {held[2].id}" in capsys.readouterr().out
+    assert main(args) in (0, 1) and "copy-0" not in capsys.readouterr().out

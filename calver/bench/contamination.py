@@ -180,13 +180,17 @@ def load_train(path: str | Path) -> list[Problem]:
 @dataclass
 class ContaminationConfig:
     """``calver contamination --train DIR``: list every training problem whose graph (up to renaming) or
-    knights-and-knaves puzzle a ``calver bench`` suite evaluates on; exit 1 if there is one."""
+    knights-and-knaves puzzle a ``calver bench`` suite (or an ``--against`` set) evaluates on; exit 1 if there
+    is one."""
 
     train: str = cfg_field(help="training problems: a `calver gen --out` folder or a problems JSONL file")
     suite: str = cfg_field("paper", help="the calver bench suite to check against: paper | quick")
     rows: list[str] = cfg_field(help="only these rows of the suite (default: all)", default_factory=list)
+    against: list[str] = cfg_field(help="more evaluation sets to check against (`calver gen` folders or problems "
+                                   "JSONL files, e.g. a recipe's held-out splits), beside the suite",
+                                   default_factory=list)
     clean_out: str | None = cfg_field(None, help="also write the training set without its contaminated problems "
-                                      "here, as `calver gen` writes a dataset (its manifest's system prompt kept)")
+                                      "here, as `calver gen` writes a dataset (its manifest's rows kept)")
 
     def __post_init__(self) -> None:
         from calver.bench.suites import SUITES
@@ -199,7 +203,10 @@ class ContaminationConfig:
 
 def run(cfg: ContaminationConfig) -> ContaminationReport:
     train = load_train(cfg.train)
-    rep = check(train, bench_items(cfg.suite, cfg.rows))
+    items = bench_items(cfg.suite, cfg.rows)
+    for path in cfg.against:
+        items += [(str(path), p) for p in load_train(path)]
+    rep = check(train, items)
     if cfg.clean_out:
         write_clean(train, rep, Path(cfg.train), Path(cfg.clean_out))
     return rep
