@@ -219,6 +219,24 @@ def merged_policy(path: str, adapter: str, mode: str, training_args):
     return PeftModel.from_pretrained(base, adapter).merge_and_unload()
 
 
+def mixed_prompts(train, script_args, reward: VerifierReward):
+    """``train`` kept to the prompts whose problems had mixed rewards in ``mixed_groups_from``'s pool."""
+    from calver.infer.pool import PoolError
+    from calver.train.prompt_filter import keep_mixed, mixed_problem_ids
+
+    try:
+        ids, counts = mixed_problem_ids(script_args.mixed_groups_from, reward.spec)
+    except (PoolError, OSError, ValueError, KeyError) as e:
+        raise ConfigError(f"field 'mixed_groups_from': {e}") from None
+    kept = keep_mixed(train, ids, script_args.problem_column)
+    logger.info("mixed groups: %d of %d pool problems; kept %d of %d prompts", counts["mixed"], counts["problems"],
+                len(kept), len(train))
+    if not len(kept):
+        raise ConfigError(f"field 'mixed_groups_from': no training prompt had mixed rewards in "
+                          f"{script_args.mixed_groups_from} ({counts['mixed']} mixed of {counts['problems']} problems)")
+    return kept
+
+
 def build_grpo_trainer(script_args, training_args, model_args, callbacks=()):
     """The configured ``GRPOTrainer``, its ``VerifierReward`` and the fine-tuning mode name."""
     from trl import GRPOTrainer
@@ -233,6 +251,8 @@ def build_grpo_trainer(script_args, training_args, model_args, callbacks=()):
     if script_args.problem_column not in train.column_names:
         raise ConfigError(f"GRPO rows need a {script_args.problem_column!r} column for the verifier reward; "
                           f"got columns {train.column_names}")
+    if script_args.mixed_groups_from:
+        train = mixed_prompts(train, script_args, reward)
     evald = build_dataset(script_args, "grpo", script_args.eval_dataset_path) if script_args.eval_dataset_path else None
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args)
     tok = load_tokenizer(path, training_args.model_init_kwargs["trust_remote_code"], model_args.model_revision)

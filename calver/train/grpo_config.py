@@ -23,7 +23,8 @@ class GRPOScriptArguments(BaseScriptArguments):
     ``prompt`` reaches the reward function as a kwarg.
     """
 
-    reward_variant: str = field(default="fraction", metadata={"help": "fraction (S/6) | strict | weighted"})
+    reward_variant: str = field(default="fraction", metadata={
+        "help": "fraction (S/6) | strict | weighted | validity (STRATEGY and ANSWER carry 2/3 of it)"})
     reward_bit_weights: list[float] | None = field(
         default=None, metadata={"help": "six per-bit weights (GRAPH..ANSWER) for reward_variant=weighted"})
     problem_column: str = field(default="problem_json", metadata={"help": "dataset column holding Problem JSON"})
@@ -35,6 +36,10 @@ class GRPOScriptArguments(BaseScriptArguments):
                                 "completion over it gets no reward (counted as timeout) and its worker is replaced"})
     reward_workers: int = field(
         default=0, metadata={"help": "reward worker processes (0: in-process, or 1 when reward_budget_s is set)"})
+    mixed_groups_from: str | None = field(
+        default=None, metadata={"help": "a pool the starting policy sampled on the training problems (calver "
+                                "sample): train only on the prompts whose candidates' rewards differ (groups of "
+                                "equal rewards give no gradient)"})
     init_adapter: str | None = field(
         default=None, metadata={"help": "an SFT LoRA adapter merged into the base before GRPO (LoRA mode only): "
                                 "the new adapter trains on top and the frozen reference is the SFT policy"})
