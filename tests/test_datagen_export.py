@@ -133,3 +133,36 @@ def test_gen_rule_answers_without_witnesses_and_a_list_of_namings(tmp_path):
                  "--answers", "best"]) == 2
     assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "0", "--out", str(tmp_path / "z"),
                  "--naming", "letters", "klingon"]) == 2
+
+
+def test_clear_wordings_and_headerless_prompts_keep_the_trace():
+    """wording: clear asks CLEAR's questions where CLEAR has them; headerless drops the header line; the query,
+    the canonical trace and its score are unchanged, and a default config generates what it always did."""
+    from calver.data_gen.gen_config import GenConfig
+    from calver.data_gen.generators import canonical_trace, generate
+    from calver.verifier import score
+
+    base = dict(seed=12, n_nodes=(5, 8), variants=("any",), encoding=("clear",))
+    plain = {t: generate(t, 12, GenConfig(**base)) for t in ("separation_set", "blocking_set", "cycle_witness")}
+    styled = {t: generate(t, 12, GenConfig(**base, wording=("clear",), headerless=1.0)) for t in plain}
+    assert [p.to_dict() for p in generate("separation_set", 12, GenConfig(**base, wording=("calver",)))] == \
+        [p.to_dict() for p in plain["separation_set"]]
+    seen = set()
+    for task in plain:
+        for a, b in zip(plain[task], styled[task]):
+            assert a.query == b.query and a.graph == b.graph
+            assert b.text.startswith("Given ") and not b.text.startswith("The causal graph")
+            assert score(canonical_trace(b, "rule", 0), b).total == 6
+            if "nodeset that can d-separate node" in b.text:
+                seen.add("sep")
+                (x,), (y,) = b.query["x"], b.query["y"]
+                assert b.text.endswith(f"d-separate node {x} and node {y} .")
+            if "nodeset that can block path" in b.text:
+                seen.add("block")
+                assert " -> " not in b.text.rsplit("\n", 1)[-1]
+            if b.text.endswith("Find one cycle in this graph."):
+                seen.add("cycle")
+                assert not b.graph.acyclic
+    assert seen == {"sep", "block", "cycle"}
+    mixed = generate("blocking_set", 30, GenConfig(**base, wording=("calver", "clear"), headerless=0.5))
+    assert {p.meta["wording"] for p in mixed} == {"calver", "clear"} and {p.meta["header"] for p in mixed} == {0, 1}

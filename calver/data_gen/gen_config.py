@@ -65,6 +65,10 @@ class GenConfig:
                                         + ", ".join(NAMINGS))
     encoding: tuple[str, ...] = cfg_field(("arrows",), help="graph encoding(s) in the prompt, one drawn per item: "
                                           + ", ".join(ENCODINGS))
+    wording: tuple[str, ...] = cfg_field(("calver",), help="question wordings, one drawn per item: calver (each "
+                                         "family's own) | clear (CLEAR's phrasing where CLEAR asks that question)")
+    headerless: float = cfg_field(0.0, help="probability that an item's prompt has no header line naming the graph "
+                                  "class and encoding (CLEAR's prompts have none)")
     variants: tuple[str, ...] | None = cfg_field(
         None, help="query variants to draw from (null: all of the family's; with many_satisfier, single-answer "
         "variants such as mediator 'all' are left out)")
@@ -93,7 +97,14 @@ class GenConfig:
         if not 3 <= lo <= hi <= MAX_NODES:
             raise ConfigError(f"field 'n_nodes' must satisfy 3 <= min <= max <= {MAX_NODES}, got {[lo, hi]}")
         set_(self, "n_nodes", (lo, hi))
-        for name in ("density", "latent"):
+        wording = _as_tuple(self.wording, "wording")
+        from calver.data_gen.wordings import WORDINGS
+
+        bad = [w for w in wording if w not in WORDINGS]
+        if bad:
+            raise ConfigError(f"field 'wording' must be among {WORDINGS}, got {bad[0]!r}")
+        set_(self, "wording", wording)
+        for name in ("density", "latent", "headerless"):
             v = getattr(self, name)
             if not _is_num(v) or not 0.0 <= float(v) <= 1.0:
                 raise ConfigError(f"field {name!r} must be a number in [0, 1], got {v!r}")

@@ -53,10 +53,13 @@ def system_prompt(task: str, system: str = "contract") -> str:
     return f"Task: {task}. Reply with the six contract lines {', '.join(labels)}, in that order."
 
 
-def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows") -> str:
-    """The user message of a supplied-graph problem."""
+def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows", header: bool = True) -> str:
+    """The user message of a supplied-graph problem (``header``: led by a line naming the graph class and
+    encoding; CLEAR's prompts have none)."""
     if encoding not in ENCODING_HEADERS:
         raise ValueError(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODING_HEADERS)}")
+    if not header:
+        return f"{render_graph(graph, encoding)}\n\n{question}"
     head = f"The causal graph is {_CLASS_WORDS[graph.kind]}, given {ENCODING_HEADERS[encoding]}:"
     return f"{head}\n{render_graph(graph, encoding)}\n\n{question}"
 

@@ -125,9 +125,26 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
                 "naming": naming,
                 "generator": generator_meta(task, idx, cfg, attempt),
             }
-            return Problem(task=task, query=query, graph=g, text=problem_text(g, fam.question_text(qn), encoding),
+            return Problem(task=task, query=query, graph=g, text=styled_text(task, g, qn, encoding, cfg, rng, meta),
                            id=pid, source_id=pid, meta=meta)
     return None
+
+
+def styled_text(task: str, g, query, encoding: str, cfg: GenConfig, rng: random.Random, meta: dict) -> str:
+    """The user text in a drawn wording, with or without its header (recorded in ``meta`` when drawn). The rng
+    is read only where the config asks for a choice, so default configs generate what they always did."""
+    from calver.data_gen.wordings import question
+
+    text = get_family(task).question_text(query)
+    if cfg.wording != ("calver",):
+        wording = cfg.wording[0] if len(cfg.wording) == 1 else rng.choice(cfg.wording)
+        text = question(task, g, query, text, wording)
+        meta["wording"] = wording
+    header = True
+    if cfg.headerless > 0:
+        header = rng.random() >= cfg.headerless
+        meta["header"] = header
+    return problem_text(g, text, encoding, header=header)
 
 
 def generator_meta(task: str, idx: int, cfg: GenConfig, attempt: int | None = None) -> dict[str, Any]:
