@@ -1,6 +1,6 @@
 """What a real 135M model (SmolLM2-135M-Instruct) costs on this CPU: sampling and LoRA SFT, one run.
 
-    python benchmarks/smollm2_cpu.py --model DIR [--only sampler,threads] [--json OUT]
+    python benchmarks/smollm2_cpu.py --model DIR [--only sampler,threads,modes] [--json OUT]
         [--prompts 16] [--n 8] [--max-tokens 160] [--sft-batch 4] [--sft-steps 4] [--vllm-bind auto]
 
 ``calver model smollm2 --out runs/smollm2`` writes the model folder (any calver checkpoint works, e.g. the
@@ -17,6 +17,12 @@ same run; ``--json OUT`` writes every number (and each worker's environment).
   busy-loop process at nice 19 (``--competitor-nice``). Median step time over steps 2..S (step 1, the
   warm-up, is shown apart); ratios against "2 threads, default wait, quiet". The 1-minute load average
   before each measurement and the competitor's CPU share are printed beside it.
+
+- ``modes``: issue 31's update modes on the recipe's own rows (``configs/gen/training-mix.yaml``: compact, rule
+  answers, no witnesses): attention-only LoRA r=16, LoRA r=16 on every linear layer, full fine-tuning, full
+  fine-tuning with length-grouped batches, and full fine-tuning under bf16 autocast; s/step (median of steps
+  2..S), trained tokens/s and the loss after S steps on the same rows in the same order (so "faster at equal
+  loss" can be read off), each quiet and beside one busy process; ratios against full fine-tuning, quiet.
 
 Every measurement runs in a fresh subprocess of this script (``--worker sampler:hf|vllm[:BIND]`` or
 ``--worker sft:THREADS:default|passive``, printing one JSON line), so engines never share a process and
@@ -44,12 +50,28 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-SECTIONS = ("sampler", "threads")
+SECTIONS = ("sampler", "threads", "modes")
 TAG = "SMOLLM2_CPU_JSON "
 # (label, torch threads, OpenMP wait policy); the second is the baseline
 SFT_CONFIGS = (("1 thread", 1, "default"), ("2 threads, default wait", 2, "default"),
                ("2 threads, OMP_WAIT_POLICY=PASSIVE", 2, "passive"))
 BASELINE = "2 threads, default wait"
+ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
+ALL_LINEAR = [*ATTENTION, "gate_proj", "up_proj", "down_proj"]
+# (label, recipe fields over the common ones); the third is the baseline
+MODES = (
+    ("LoRA r=16, attention", {"use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_target_modules": ATTENTION,
+                              "learning_rate": 5e-4}),
+    ("LoRA r=16, all linear", {"use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_target_modules": ALL_LINEAR,
+                               "learning_rate": 5e-4}),
+    ("full fine-tuning", {"use_peft": False, "full_finetune": True, "learning_rate": 1e-4}),
+    ("full, length-grouped batches", {"use_peft": False, "full_finetune": True, "learning_rate": 1e-4,
+                                      "train_sampling_strategy": "group_by_length"}),
+    # transformers runs bf16 autocast on a CPU only when told the run is CPU-only
+    ("full, bf16 autocast", {"use_peft": False, "full_finetune": True, "learning_rate": 1e-4, "bf16": True,
+                             "use_cpu": True}),
+)
+MODE_BASELINE = "full fine-tuning"
 
 
 # ---- data: what calver demo trains and samples on ----------------------------------------------------
@@ -73,6 +95,20 @@ def demo_sft_rows(n: int) -> list[dict]:
 
     d = DemoConfig()
     return to_sft_rows(demo_problems(n), answers=d.sft_answers, witnesses=d.sft_witnesses)
+
+
+def mix_sft_rows(n: int) -> list[dict]:
+    """The first ``n`` rows of the recipe's training mix (its config, regenerated here)."""
+    from calver.data_gen.export import to_sft_rows
+    from calver.data_gen.gen_config import load_config
+    from calver.data_gen.generators import generate, resolve_tasks
+
+    rc = load_config(Path(__file__).resolve().parents[1] / "configs" / "gen" / "training-mix.yaml")
+    tasks = resolve_tasks(rc.tasks)
+    per = -(-n // len(tasks))
+    by_task = [generate(t, per, rc.gen) for t in tasks]
+    problems = [p for i in range(per) for ps in by_task if i < len(ps) for p in [ps[i]]][:n]
+    return to_sft_rows(problems, answers=rc.answers, witnesses=rc.trace_witnesses, system=rc.system)
 
 
 # ---- workers (run in a fresh subprocess) ------------------------------------------------------------
@@ -142,6 +178,38 @@ def worker_sft(args, threads: int, policy: str) -> dict:
             "step_times_s": s["step_times_s"], "mode": s["mode"], "trainable_params": s["trainable_params"],
             "total_params": s["total_params"], "last_loss": s["last_logged_loss"], "run_sft_wall_s": wall,
             "row_tokens_mean": statistics.mean(row_toks), "env": _env_info()}
+
+
+def worker_mode(args, index: int) -> dict:
+    """One update mode (``MODES[index]``) on the training mix's rows through ``run_sft``."""
+    import torch
+
+    from calver.train.common import load_tokenizer, parse_config
+    from calver.train.sft import run_sft
+    from calver.train.sft_config import config_types
+
+    label, fields = MODES[index]
+    rows = mix_sft_rows(args.sft_batch * args.sft_steps)
+    tok = load_tokenizer(args.model)
+    row_toks = [len(tok(tok.apply_chat_template(r["messages"], tokenize=False), add_special_tokens=False)["input_ids"])
+                for r in rows]
+    with tempfile.TemporaryDirectory(prefix="smollm2_cpu_mode_") as tmp:
+        data = Path(tmp) / "sft.jsonl"
+        data.write_text("".join(json.dumps({"messages": r["messages"]}) + "\n" for r in rows))
+        values = {"model_name_or_path": args.model, "output_dir": str(Path(tmp) / "out"), "dataset_path": str(data),
+                  "report_to": "none", "save_strategy": "no", "seed": 0, "bf16": False, "dataloader_num_workers": 0,
+                  "dtype": "float32", "logging_steps": 1, "lora_dropout": 0.0, "optim": "adamw_torch",
+                  "lr_scheduler_type": "constant", "per_device_train_batch_size": args.sft_batch,
+                  "gradient_accumulation_steps": 1, "max_steps": args.sft_steps, "max_length": 1024,
+                  "assistant_only_loss": True, "gradient_checkpointing": False, "dataloader_pin_memory": False,
+                  "dataset_num_proc": 1, **fields}
+        t0 = time.perf_counter()
+        s = run_sft(*parse_config(config_types(), None, values=values)).summary
+        wall = time.perf_counter() - t0
+    return {"mode": label, "torch_threads": torch.get_num_threads(), "step_times_s": s["step_times_s"],
+            "trainable_params": s["trainable_params"], "total_params": s["total_params"],
+            "last_loss": s["last_logged_loss"], "run_sft_wall_s": wall, "row_tokens_mean": statistics.mean(row_toks),
+            "rows": len(rows), "tokens": sum(row_toks), "env": _env_info()}
 
 
 # ---- parent: spawn workers, competitor, tables ------------------------------------------------------
@@ -282,6 +350,47 @@ def run_threads_section(args) -> list[dict]:
     return out
 
 
+def run_modes_section(args) -> list[dict]:
+    out: list[dict] = []
+    for i, (label, _) in enumerate(MODES):
+        row: dict = {"mode": label}
+        for cond in ("quiet", "loaded"):
+            print(f"[modes] {label}, {cond} ...", file=sys.stderr, flush=True)
+            load = os.getloadavg()[0]
+            if cond == "loaded":
+                with Competitor(args.competitor_nice) as comp:
+                    r, _ = spawn_worker(args, f"mode:{i}")
+                r = r and {**r, "competitor_cpu_share": comp.cpu_s / comp.wall_s}
+            else:
+                r, _ = spawn_worker(args, f"mode:{i}")
+            if r is not None:
+                t = r["step_times_s"]
+                med = statistics.median(t[1:] or t) if t else None
+                r.update(loadavg_before=load, step_s_median=med,
+                         tok_s=(r["tokens"] / args.sft_steps) / med if med else None)
+            row[cond] = r
+        out.append(row)
+    base = next((r["quiet"]["step_s_median"] for r in out if r["mode"] == MODE_BASELINE and r.get("quiet")), None)
+    fmt = lambda x, spec=".2f": format(x, spec) if x is not None else "-"  # noqa: E731
+    ratio = lambda a, b: f"{a / b:.2f}x" if a and b else "-"  # noqa: E731
+    any_r = next((r[c] for r in out for c in ("quiet", "loaded") if r.get(c)), None)
+    extra = f", {any_r['row_tokens_mean']:.0f} tokens/row" if any_r else ""
+    print(f"\n## modes: SFT update modes on the training mix (batch {args.sft_batch}, {args.sft_steps} steps, "
+          f"median of steps 2..{args.sft_steps}{extra}); competitor: one busy loop at nice {args.competitor_nice}\n")
+    print("| mode | trained params | quiet s/step | quiet tokens/s | vs full FT | loaded s/step | loaded/quiet | "
+          f"loss after {args.sft_steps} steps | load1 quiet / loaded |")
+    print("|---|---:|---|---|---|---|---|---|---|")
+    for row in out:
+        q, lo = row.get("quiet"), row.get("loaded")
+        qs, ls = (q or {}).get("step_s_median"), (lo or {}).get("step_s_median")
+        print(f"| {row['mode']} | {fmt(q and q['trainable_params'], ',')} | {fmt(qs, '.2f')} | "
+              f"{fmt(q and q['tok_s'], '.0f')} | {ratio(qs, base)} | {fmt(ls, '.2f')} | "
+              f"{ratio(ls, qs)} | {fmt(q and q['last_loss'], '.3f')} | "
+              f"{fmt(q and q['loadavg_before'])} / {fmt(lo and lo['loadavg_before'])} |")
+    print("\nratios > 1 are slower; tokens/s counts every row token (prompt and trace) of a step.")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True,
@@ -307,6 +416,8 @@ def main() -> None:
             res = worker_sampler(args, rest[0], rest[1] if len(rest) > 1 else None)
         elif kind == "sft":
             res = worker_sft(args, int(rest[0]), rest[1])
+        elif kind == "mode":
+            res = worker_mode(args, int(rest[0]))
         else:
             raise SystemExit(f"unknown worker {args.worker!r}")
         print(TAG + json.dumps(res), flush=True)
@@ -329,6 +440,8 @@ def main() -> None:
         report["sampler"] = run_sampler_section(args)
     if "threads" in only:
         report["threads"] = run_threads_section(args)
+    if "modes" in only:
+        report["modes"] = run_modes_section(args)
     report["loadavg_end"] = os.getloadavg()
     report["wall_s"] = time.perf_counter() - t0
     print(f"\n(total {report['wall_s']:.0f} s)")
