@@ -147,33 +147,42 @@ def worker_sampler(args, backend: str, bind: str | None) -> dict:
             "env": _env_info()}
 
 
-def worker_sft(args, threads: int, policy: str) -> dict:
-    import torch
+COMMON_SFT = {"report_to": "none", "save_strategy": "no", "seed": 0, "bf16": False, "dataloader_num_workers": 0,
+              "dtype": "float32", "logging_steps": 1, "lora_dropout": 0.0, "optim": "adamw_torch",
+              "lr_scheduler_type": "constant", "gradient_accumulation_steps": 1, "max_length": 1024,
+              "assistant_only_loss": True, "gradient_checkpointing": False, "dataloader_pin_memory": False,
+              "dataset_num_proc": 1}
 
-    torch.set_num_threads(threads)  # OMP_NUM_THREADS/MKL_NUM_THREADS were set by the parent already
+
+def timed_sft(args, rows: list[dict], fields: dict) -> tuple[dict, float, list[int]]:
+    """``run_sft`` (as calver's trainers call it) on ``rows`` with the common values plus ``fields``: its
+    summary, its wall seconds and the rows' token counts."""
     from calver.train.common import load_tokenizer, parse_config
     from calver.train.sft import run_sft
     from calver.train.sft_config import config_types
 
-    rows = demo_sft_rows(max(16, args.sft_batch * args.sft_steps))
     tok = load_tokenizer(args.model)
     row_toks = [len(tok(tok.apply_chat_template(r["messages"], tokenize=False), add_special_tokens=False)["input_ids"])
                 for r in rows]
     with tempfile.TemporaryDirectory(prefix="smollm2_cpu_sft_") as tmp:
         data = Path(tmp) / "sft.jsonl"
         data.write_text("".join(json.dumps({"messages": r["messages"]}) + "\n" for r in rows))
-        # what calver demo's train_sft passes for a LoRA recipe: common values + the recipe's fields
-        values = {"model_name_or_path": args.model, "output_dir": str(Path(tmp) / "out"), "dataset_path": str(data),
-                  "report_to": "none", "save_strategy": "no", "seed": 0, "bf16": False, "dataloader_num_workers": 0,
-                  "dtype": "float32", "logging_steps": 1, "use_peft": True, "lora_r": 16, "lora_alpha": 32,
-                  "lora_dropout": 0.0, "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
-                  "learning_rate": 5e-5, "optim": "adamw_torch", "lr_scheduler_type": "constant",
-                  "per_device_train_batch_size": args.sft_batch, "gradient_accumulation_steps": 1,
-                  "max_steps": args.sft_steps, "max_length": 1024, "assistant_only_loss": True,
-                  "gradient_checkpointing": False, "dataloader_pin_memory": False, "dataset_num_proc": 1}
+        values = {**COMMON_SFT, "model_name_or_path": args.model, "output_dir": str(Path(tmp) / "out"),
+                  "dataset_path": str(data), "per_device_train_batch_size": args.sft_batch,
+                  "max_steps": args.sft_steps, **fields}
         t0 = time.perf_counter()
         s = run_sft(*parse_config(config_types(), None, values=values)).summary
-        wall = time.perf_counter() - t0
+        return s, time.perf_counter() - t0, row_toks
+
+
+def worker_sft(args, threads: int, policy: str) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)  # OMP_NUM_THREADS/MKL_NUM_THREADS were set by the parent already
+    # what calver demo's train_sft passes for a LoRA recipe: common values + the recipe's fields
+    fields = {"use_peft": True, "lora_r": 16, "lora_alpha": 32, "lora_target_modules": ATTENTION,
+              "learning_rate": 5e-5}
+    s, wall, row_toks = timed_sft(args, demo_sft_rows(max(16, args.sft_batch * args.sft_steps)), fields)
     return {"threads": threads, "policy": policy, "torch_threads": torch.get_num_threads(),
             "step_times_s": s["step_times_s"], "mode": s["mode"], "trainable_params": s["trainable_params"],
             "total_params": s["total_params"], "last_loss": s["last_logged_loss"], "run_sft_wall_s": wall,
@@ -184,28 +193,9 @@ def worker_mode(args, index: int) -> dict:
     """One update mode (``MODES[index]``) on the training mix's rows through ``run_sft``."""
     import torch
 
-    from calver.train.common import load_tokenizer, parse_config
-    from calver.train.sft import run_sft
-    from calver.train.sft_config import config_types
-
     label, fields = MODES[index]
     rows = mix_sft_rows(args.sft_batch * args.sft_steps)
-    tok = load_tokenizer(args.model)
-    row_toks = [len(tok(tok.apply_chat_template(r["messages"], tokenize=False), add_special_tokens=False)["input_ids"])
-                for r in rows]
-    with tempfile.TemporaryDirectory(prefix="smollm2_cpu_mode_") as tmp:
-        data = Path(tmp) / "sft.jsonl"
-        data.write_text("".join(json.dumps({"messages": r["messages"]}) + "\n" for r in rows))
-        values = {"model_name_or_path": args.model, "output_dir": str(Path(tmp) / "out"), "dataset_path": str(data),
-                  "report_to": "none", "save_strategy": "no", "seed": 0, "bf16": False, "dataloader_num_workers": 0,
-                  "dtype": "float32", "logging_steps": 1, "lora_dropout": 0.0, "optim": "adamw_torch",
-                  "lr_scheduler_type": "constant", "per_device_train_batch_size": args.sft_batch,
-                  "gradient_accumulation_steps": 1, "max_steps": args.sft_steps, "max_length": 1024,
-                  "assistant_only_loss": True, "gradient_checkpointing": False, "dataloader_pin_memory": False,
-                  "dataset_num_proc": 1, **fields}
-        t0 = time.perf_counter()
-        s = run_sft(*parse_config(config_types(), None, values=values)).summary
-        wall = time.perf_counter() - t0
+    s, wall, row_toks = timed_sft(args, rows, fields)
     return {"mode": label, "torch_threads": torch.get_num_threads(), "step_times_s": s["step_times_s"],
             "trainable_params": s["trainable_params"], "total_params": s["total_params"],
             "last_loss": s["last_logged_loss"], "run_sft_wall_s": wall, "row_tokens_mean": statistics.mean(row_toks),
