@@ -81,3 +81,38 @@ def test_the_recipe_runs_at_smoke_size_and_resumes(tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stderr.count("finished before") == 4
+
+
+def test_rft_and_grpo_stages_chain_the_policies(tmp_path, monkeypatch):
+    """The optional stages' wiring, with the commands recorded instead of run: RFT starts from the SFT model and
+    hands on its last round's model; GRPO starts from that and is sampled as an adapter over it when it writes
+    one; a full-model stage is sampled as itself."""
+    import calver.demo.recipe as R
+
+    ran = []
+
+    def fake(argv, log, ok=(0,)):
+        ran.append(list(argv))
+        out = Path(argv[argv.index("--output_dir") + 1])
+        if "rft" in argv:
+            for r in (1, 2):
+                (out / f"round_{r}" / "model").mkdir(parents=True)
+        else:
+            out.mkdir(parents=True)
+            (out / "adapter_config.json").write_text("{}")
+        return 0
+
+    monkeypatch.setattr(R, "run_logged", fake)
+    cfg = RecipeConfig(out=str(tmp_path), rft="configs/sft/tiny-cpu.yaml", grpo="configs/grpo/tiny-cpu.yaml")
+    r = Recipe(cfg, log=lambda m: None)
+    r.policies["sft"] = (str(tmp_path / "sft"), None)
+    (tmp_path / "sft").mkdir()
+    r.rft_stage(tmp_path / "mix")
+    assert ran[0][ran[0].index("--model_name_or_path") + 1] == str(tmp_path / "sft")
+    assert r.policies["rft"] == (str(tmp_path / "rft" / "round_2" / "model"), None)
+    r.grpo_stage(tmp_path / "mix")
+    assert ran[1][ran[1].index("--model_name_or_path") + 1] == str(tmp_path / "rft" / "round_2" / "model")
+    assert ran[1][ran[1].index("--dataset_path") + 1] == str(tmp_path / "mix" / "grpo.jsonl")
+    assert r.policies["grpo"] == (str(tmp_path / "rft" / "round_2" / "model"), str(tmp_path / "grpo"))
+    with pytest.raises(ConfigError, match="full model"):
+        r.grpo_stage(tmp_path / "mix")  # the last policy is now an adapter

@@ -110,6 +110,14 @@ class Recipe:
     def logs(self, name: str) -> Path:
         return self.run / "logs" / f"{name}.log"
 
+    def command_stage(self, name: str, cmd: list[str], settings: Any = None, made=dict) -> dict[str, Any]:
+        """A stage that is one command: run it (logged), then record what ``made()`` returns."""
+        def body() -> dict[str, Any]:
+            run_logged(cmd, self.logs(name))
+            return made()
+
+        return self.stage(name, [cmd], body, settings=settings)
+
     # ---- stages ----------------------------------------------------------------------------------
     def model_stage(self) -> str:
         cfg = self.cfg
@@ -118,8 +126,7 @@ class Recipe:
             return cfg.model
         path = self.run / "model" / "base"
         cmd = _cli("model", cfg.pretrained, "--out", str(path))
-        self.stage("model", [cmd], lambda: (run_logged(cmd, self.logs("model")), {
-            "weights_sha256": file_sha256(path / "model.safetensors")})[1])
+        self.command_stage("model", cmd, made=lambda: {"weights_sha256": file_sha256(path / "model.safetensors")})
         self.policies["base"] = (str(path), None)
         return str(path)
 
@@ -169,8 +176,7 @@ class Recipe:
             raise ConfigError("the RFT stage starts from a full SFT model; merge the SFT adapter first")
         cmd = _cli("train", "rft", "--config", cfg.rft, "--dataset_path", str(mix), "--model_name_or_path", model,
                    "--output_dir", str(out), *cfg.rft_overrides)
-        self.stage("rft", [cmd], lambda: (run_logged(cmd, self.logs("rft")), {})[1],
-                   settings=[_file_text(cfg.rft), _policy_files(Path(model))])
+        self.command_stage("rft", cmd, settings=[_file_text(cfg.rft), _policy_files(Path(model))])
         rounds = sorted(out.glob("round_*/model"), key=lambda p: int(p.parent.name.split("_")[1]))
         if not rounds:
             raise StageFailed(f"calver train rft wrote no round model under {out}")
@@ -183,8 +189,8 @@ class Recipe:
             raise ConfigError("the GRPO stage starts from a full model; merge the adapter first")
         cmd = _cli("train", "grpo", "--config", cfg.grpo, "--dataset_path", str(mix / "grpo.jsonl"),
                    "--model_name_or_path", model, "--output_dir", str(out), *cfg.grpo_overrides)
-        self.stage("grpo", [cmd], lambda: (run_logged(cmd, self.logs("grpo")), {})[1],
-                   settings=[_file_text(cfg.grpo), _policy_files(Path(model))])
+        self.command_stage("grpo", cmd, settings=[_file_text(cfg.grpo), _policy_files(Path(model))],
+                           made=lambda: {"policy": _policy_files(out)})
         self.policies["grpo"] = _policy(out, model)
 
     def eval_stage(self, splits: list[Path]) -> None:
