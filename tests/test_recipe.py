@@ -22,6 +22,8 @@ def test_the_shipped_recipe_loads_and_smoke_shrinks_it():
     assert full.sft == "configs/sft/smollm2-135m-full.yaml" and full.pretrained == "smollm2"
     assert smoke.eval_k == SMOKE["eval_k"] < full.eval_k and "--max_steps" in smoke.sft_overrides
     assert load_recipe_config(RECIPE, ["--eval_k", "7"]).eval_k == 7
+    gpu = load_recipe_config("configs/demo/qwen2.5-7b-recipe.yaml")  # the same recipe, scaled: same mix and splits
+    assert (gpu.mix, gpu.heldout) == (full.mix, full.heldout) and gpu.model == "Qwen/Qwen2.5-7B-Instruct"
 
 
 @pytest.mark.parametrize("changes, field", [
