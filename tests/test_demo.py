@@ -175,9 +175,12 @@ def test_quick_demo_end_to_end(tmp_path):
 def test_shipped_recipes_parse(path):
     from calver.data_gen.gen_config import load_config as load_gen
     from calver.demo.config import load_demo_config
+    from calver.demo.recipe_config import load_recipe_config
     from calver.infer.sample_config import load_config as load_sample
 
     loader = {"demo": load_demo_config, "sample": load_sample, "gen": load_gen}[Path(path).parent.name]
+    if path.endswith("-recipe.yaml"):  # `calver recipe` configs live beside the demos'
+        loader = load_recipe_config
     assert loader(ROOT / path) is not None
 
 
