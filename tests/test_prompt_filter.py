@@ -6,6 +6,7 @@ import json
 
 import pytest
 from fixtures import backdoor_problem, build_pool, claim_valid, trace_for
+from testing_utils import require_modules
 
 from calver.reward.spec import RewardSpec
 from calver.train.prompt_filter import keep_mixed, mixed_problem_ids
@@ -31,6 +32,7 @@ def test_keeps_the_problems_whose_rewards_differ(tmp_path):
     assert mixed_problem_ids(str(pool.root), RewardSpec("fraction"))[0] == {"mixed", "bad"}
 
 
+@require_modules("datasets")
 def test_filters_a_dataset_by_problem_id():
     from datasets import Dataset
 
@@ -45,6 +47,7 @@ def test_unknown_problem_in_pool_is_an_error(tmp_path):
         mixed_problem_ids(str(pool.root), RewardSpec("fraction"))
 
 
+@require_modules("datasets")
 def test_grpo_keeps_only_mixed_prompts_and_refuses_when_none_are(tmp_path):
     from types import SimpleNamespace
 
