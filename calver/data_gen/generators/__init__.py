@@ -96,7 +96,7 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
         if built is None:
             continue
         sk, planted_idx = built
-        naming = cfg.naming[0] if len(cfg.naming) == 1 else rng.choice(cfg.naming)
+        naming = draw(cfg.naming, rng)
         names = node_names(sk.n, naming, rng)
         g = G.label(sk, names)
         planted = {k: names[v] for k, v in planted_idx.items()}
@@ -113,7 +113,7 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
             objs = objs[:limit] if truncated else objs
             if len(objs) < need:
                 continue
-            encoding = cfg.encoding[0] if len(cfg.encoding) == 1 else rng.choice(cfg.encoding)
+            encoding = draw(cfg.encoding, rng)
             pid = f"{task}-{cfg.seed}-{idx}"
             meta = {
                 "source": "generated",
@@ -130,6 +130,12 @@ def _generate_graph_item(task: str, spec: FamilySpec, idx: int, cfg: GenConfig) 
     return None
 
 
+def draw(options: tuple[str, ...], rng: random.Random) -> str:
+    """One of a config's per-item options; a single option reads no randomness, so a config that names one
+    generates what it did before the field became a list."""
+    return options[0] if len(options) == 1 else rng.choice(options)
+
+
 def styled_text(task: str, g, query, encoding: str, cfg: GenConfig, rng: random.Random, meta: dict) -> str:
     """The user text in a drawn wording, with or without its header (recorded in ``meta`` when drawn). The rng
     is read only where the config asks for a choice, so default configs generate what they always did."""
@@ -137,7 +143,7 @@ def styled_text(task: str, g, query, encoding: str, cfg: GenConfig, rng: random.
 
     text = get_family(task).question_text(query)
     if cfg.wording != ("calver",):
-        wording = cfg.wording[0] if len(cfg.wording) == 1 else rng.choice(cfg.wording)
+        wording = draw(cfg.wording, rng)
         text = question(task, g, query, text, wording)
         meta["wording"] = wording
     header = True
