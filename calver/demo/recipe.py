@@ -20,7 +20,6 @@ skips finished stages, so an interrupted recipe resumes at its first unfinished 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from typing import Any, Sequence
 
 from calver.config import ConfigError, add_command
 from calver.demo.recipe_config import RecipeConfig, load_recipe_config
+from calver.demo.report import weights_digest
 
 TRAINING_STAGES = ("model", "data", "sft", "rft", "grpo")
 
@@ -62,16 +62,6 @@ def run_logged(argv: Sequence[str], log: Path, ok: Sequence[int] = (0,)) -> int:
     if rc not in ok:
         raise StageFailed(f"{' '.join(argv[3:5])} exited {rc}; see {log}")
     return rc
-
-
-def file_sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class Recipe:
@@ -126,7 +116,7 @@ class Recipe:
             return cfg.model
         path = self.run / "model" / "base"
         cmd = _cli("model", cfg.pretrained, "--out", str(path))
-        self.command_stage("model", cmd, made=lambda: {"weights_sha256": file_sha256(path / "model.safetensors")})
+        self.command_stage("model", cmd, made=lambda: {"weights_digest": weights_digest(path / "model.safetensors")})
         self.policies["base"] = (str(path), None)
         return str(path)
 
@@ -284,7 +274,7 @@ def _policy(out: Path, base: str) -> tuple[str, str | None]:
 
 
 def _policy_files(out: Path) -> dict[str, str | None]:
-    return {name: file_sha256(out / name) for name in ("model.safetensors", "adapter_model.safetensors")
+    return {name: weights_digest(out / name) for name in ("model.safetensors", "adapter_model.safetensors")
             if (out / name).is_file()}
 
 
