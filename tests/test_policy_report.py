@@ -61,6 +61,27 @@ def test_a_policy_that_answers_the_random_subset_gains_nothing_over_it(tmp_path)
         == get_family(u.problem.task).canonical_answer_key(r) for u, r in zip(units, rules) if r is not None]))
 
 
+def test_per_task_rows_tell_the_learned_family_from_the_guessed_ones(tmp_path):
+    """A policy that applies the rule on backdoor problems and guesses a random subset elsewhere: the per-task
+    rows say so, each against a hand count over that family's problems."""
+    def answer(p):
+        got = heuristic_answer(p, "random_subset")
+        return get_family(p.task).rule_object(p) if p.task == "backdoor_set" or got is None else got
+
+    units = _pool(tmp_path, "mixed", answer)
+    per = report_pool(units, shuffles=1, draws=200, seed=0)["per_task"]
+    assert sorted(per) == sorted(TASKS)
+    assert per["backdoor_set"]["rule_agreement"]["estimate"] == 1.0
+    assert per["backdoor_set"]["valid_rate"]["estimate"] == 1.0
+    for task in ("separation_set", "blocking_set"):
+        us = [u for u in units if u.problem.task == task]
+        want = np.mean([grade(u.grading_problem, heuristic_answer(u.grading_problem, "random_subset")) for u in us])
+        assert per[task]["n_units"] == len(us)
+        assert per[task]["valid_rate"]["estimate"] == pytest.approx(want)
+        assert per[task]["random_subset"]["estimate"] == pytest.approx(want)
+        assert per[task]["graph"]["estimate"] == 1.0  # build_pool writes the true graph
+
+
 def test_cli_writes_the_report_and_compares_stages(tmp_path):
     _pool(tmp_path, "rule", lambda p: get_family(p.task).rule_object(p))
     _pool(tmp_path, "empty", lambda p: get_family(p.task).coerce_object(()))

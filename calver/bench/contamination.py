@@ -215,7 +215,7 @@ def run(cfg: ContaminationConfig) -> ContaminationReport:
 def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path, out: Path) -> int:
     """Export ``train`` without the problems ``rep`` matched (a `calver gen` dataset: problems, SFT and GRPO
     rows, manifest); the source folder's manifest gives the generator config, the system prompt and the SFT
-    traces' answers and witness cap, so the clean rows are the source's rows less the dropped ones."""
+    traces' answers, witness cap and rationales, so the clean rows are the source's rows less the dropped ones."""
     from calver.data_gen.export import export_dataset
 
     manifest = source / "manifest.json"
@@ -224,7 +224,7 @@ def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path
     kept = [p for p in train if p.id not in bad]
     export_dataset(kept, out, meta.get("config"), system=meta.get("system_prompt") or "contract",
                    answers=meta.get("sft_answers") or "random", witnesses=meta.get("sft_witnesses"),
-                   extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
+                   rationale=bool(meta.get("sft_rationale")), extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
     return len(kept)
 
 

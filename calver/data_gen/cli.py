@@ -109,7 +109,7 @@ def run_gen(args: argparse.Namespace) -> int:
 
     try:
         manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system, answers=rc.answers,
-                                  witnesses=rc.trace_witnesses,
+                                  witnesses=rc.trace_witnesses, rationale=rc.rationale,
                                   extra_card={"level": rc.level, "level_admission": level_stats,
                                               "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
     except OSError as e:  # a folder we may not write, a full disk, a path component that is a file

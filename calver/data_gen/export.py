@@ -57,13 +57,15 @@ def problem_json(problem: Problem) -> str:
 
 
 def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None, answers: str = "random",
-                witnesses: int | None = None, system: str = "contract") -> list[dict[str, Any]]:
+                witnesses: int | None = None, system: str = "contract",
+                rationale: bool = False) -> list[dict[str, Any]]:
     """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``),
     ``witnesses`` caps their DERIVATION's witness paths, ``system`` picks the system message
-    (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``)."""
+    (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``), ``rationale`` writes
+    the rule each answer follows before STRATEGY."""
     rows = []
     for p in problems:
-        trace = canonical_trace(p, answers, witnesses)
+        trace = canonical_trace(p, answers, witnesses, rationale)
         messages = render_prompt(p, encoding, system) + [{"role": "assistant", "content": trace}]
         rows.append({"id": p.id, "task": p.task, "source_id": p.source_id, "messages": messages})
     return rows
@@ -114,7 +116,8 @@ def _require_datasets():
 
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
                    encoding: str | None = None, extra_card: dict[str, Any] | None = None,
-                   answers: str = "random", witnesses: int | None = None, system: str = "contract") -> dict[str, Any]:
+                   answers: str = "random", witnesses: int | None = None, system: str = "contract",
+                   rationale: bool = False) -> dict[str, Any]:
     """Write the dataset (see the module docstring); returns the manifest."""
     datasets = _require_datasets()
     out = Path(out_dir)
@@ -128,7 +131,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         raise ValueError(f"export_dataset: duplicate problem id {dup!r}")
 
     content_hash = _write_jsonl(out / "problems.jsonl", [p.to_dict() for p in problems])
-    sft = to_sft_rows(problems, encoding, answers, witnesses, system)
+    sft = to_sft_rows(problems, encoding, answers, witnesses, system, rationale)
     grpo = to_grpo_rows(problems, encoding, system)
     hashes = {"problems.jsonl": content_hash, "sft.jsonl": _write_jsonl(out / "sft.jsonl", sft),
               "grpo.jsonl": _write_jsonl(out / "grpo.jsonl", grpo)}
@@ -156,6 +159,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         "encoding_override": encoding,
         "sft_answers": answers,
         "sft_witnesses": witnesses,
+        "sft_rationale": rationale,
         "system_prompt": system,
         "n_rows": len(problems),
         "tasks": dict(sorted(Counter(p.task for p in problems).items())),

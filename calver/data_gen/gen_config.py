@@ -176,6 +176,8 @@ class RunConfig:
     witnesses: int | None = cfg_field(None, help="witness paths the SFT traces' DERIVATION lists at most (null: "
                                       "0 with the compact system, which the verifier does not need, else the "
                                       "family's own number)")
+    rationale: bool = cfg_field(False, help="write the rule each SFT answer follows (the edges it reads) as a "
+                                "paragraph before STRATEGY (calver.data_gen.rationales); scores are unchanged")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -194,6 +196,8 @@ class RunConfig:
             raise ConfigError(f"field 'answers' must be random or rule, got {self.answers!r}")
         if self.witnesses is not None and (not _is_int(self.witnesses) or self.witnesses < 0):
             raise ConfigError(f"field 'witnesses' must be null or an integer >= 0, got {self.witnesses!r}")
+        if not isinstance(self.rationale, bool):
+            raise ConfigError(f"field 'rationale' must be true or false, got {self.rationale!r}")
 
     @property
     def trace_witnesses(self) -> int | None:

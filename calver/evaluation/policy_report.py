@@ -70,6 +70,25 @@ def versus_baselines(units: Sequence[UnitFacts], *, draws: int, seed: int) -> di
     return out
 
 
+def per_task(units: Sequence[UnitFacts], *, draws: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Per task family: the GRAPH bit, 6/6, valid answers and rule agreement, beside the family rule's and a
+    random subset's valid-answer rates on the same problems (which family a policy learned, which it did not)."""
+    by_task: dict[str, list[UnitFacts]] = {}
+    for u in units:
+        if u.grading_problem is not None:
+            by_task.setdefault(u.grading_problem.task, []).append(u)
+    out: dict[str, dict[str, Any]] = {}
+    for task, us in sorted(by_task.items()):
+        stats = policy_stats(us, draws=draws, seed=seed)
+        agree, cl = rule_agreement(us)
+        base = versus_baselines(us, draws=draws, seed=seed)
+        out[task] = {"n_units": len(us), "graph": stats["bit_graph"], "six_rate": stats["six_rate"],
+                     "valid_rate": stats["valid_rate"],
+                     "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
+                     **{h: base[h].get("baseline", {"n_units": 0}) for h in ("family_rule", "random_subset")}}
+    return out
+
+
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
     """Everything :mod:`policy_report` says about one pool (JSON-ready)."""
     agree, cl = rule_agreement(units)
@@ -79,6 +98,7 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
         "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
         "shuffled": shuffled_control(units, shuffles=shuffles, seed=seed, draws=draws),
         "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
+        "per_task": per_task(units, draws=draws, seed=seed),
     }
 
 
@@ -103,6 +123,14 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
     for name, r in reports.items():
         rates = r["stats"]["bit_pass_rates"]
         lines.append(f"| {name} | " + " | ".join(f"{100 * rates[s]:.1f}" for s in SLOTS) + " |")
+    lines += ["", "Per task family (%; the family rule's and a random subset's valid answers on the same problems):",
+              "", "| policy | task | problems | GRAPH | 6/6 | valid answers | rule agreement | family rule | "
+              "random subset |", "|---|---|---:|---|---|---|---|---|---|"]
+    for name, r in reports.items():
+        for task, t in r["per_task"].items():
+            lines.append(f"| {name} | {task} | {t['n_units']} | {_ci(t['graph'])} | {_ci(t['six_rate'])} | "
+                         f"{_ci(t['valid_rate'])} | {_ci(t['rule_agreement'])} | {_ci(t['family_rule'])} | "
+                         f"{_ci(t['random_subset'])} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
               "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
               "|---|---|---|---|---:|"]

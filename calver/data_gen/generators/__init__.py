@@ -339,7 +339,13 @@ def canonical_answer(problem: Problem, answers: str = "random") -> Any:
     return random.Random(f"calver-trace/{problem.id}").choice(objs)
 
 
-def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | None = None) -> str:
+def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | None = None,
+                    rationale: bool = False) -> str:
     """A six-slot trace that scores 6 by construction, for a valid answer (see :func:`canonical_answer`);
-    ``witnesses`` caps the witness paths its DERIVATION lists (None: the family's number)."""
-    return get_family(problem.task).canonical_trace(problem, canonical_answer(problem, answers), witnesses=witnesses)
+    ``witnesses`` caps the witness paths its DERIVATION lists (None: the family's number); ``rationale``
+    writes the rule the answer follows before STRATEGY (:mod:`calver.data_gen.rationales`)."""
+    from calver.data_gen.rationales import rule_rationale, with_rationale
+
+    obj = canonical_answer(problem, answers)
+    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses)
+    return with_rationale(trace, rule_rationale(problem, obj)) if rationale else trace

@@ -1,0 +1,120 @@
+"""One-line rule rationales for SFT traces (``calver gen`` with ``rationale: true``).
+
+A rule answer (``answers: rule``: the treatment's parents, a path's collider, ...) is a lookup in the
+graph, but the six-slot trace writes it in STRATEGY before any computation. A rationale spells the lookup
+out first, as the edges the rule reads::
+
+    GRAPH: K -> L, L -> I, N -> L, ...
+    QUERY: task=backdoor_set; treatment=L; outcome=B; variant=any; graph=DAG
+
+    Rule: adjust for the parents of L. Edges into L: K -> L, N -> L.
+
+    STRATEGY: {K, N}
+
+It stands between QUERY and STRATEGY as its own paragraph, after the graph and the query are written in
+canonical form (so the lookup reads one arrow list whatever the prompt's encoding). The contract splitter
+ignores a paragraph after a blank line, so the rationale earns no bit and changes no score.
+
+The rationale names the rule the answer follows, found by matching the answer against the family's rule
+proposals; an answer no rule gives (the validity-class fallback) gets none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from calver.verifier import Problem, get_family
+from calver.verifier.contract import format_path, format_set
+from calver.verifier.graph import CausalGraph
+from calver.verifier.paths import descendants
+
+RATIONALE_PREFIX = "Rule: "
+
+
+def _edges(g: CausalGraph, pairs: list[tuple[str, str]]) -> str:
+    return ", ".join(format_path([a, b]) for a, b in sorted(pairs)) or "none"
+
+
+def _into(g: CausalGraph, node: str) -> str:
+    return f"Edges into {format_path([node])}: {_edges(g, [(p, node) for p in g.parents(node)])}."
+
+
+def _backdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+    x, y = q["treatment"], q["outcome"]
+    if obj == g.parents(x) - {y}:
+        return f"adjust for the parents of {format_path([x])}. {_into(g, x)}"
+    if obj == frozenset(g) - descendants(g, [x]) - {x, y}:
+        return (f"adjust for every non-descendant of {format_path([x])}. "
+                f"Descendants of {format_path([x])}: {format_set(descendants(g, [x]) - {x})}.")
+    return None
+
+
+def _frontdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+    x, y = q["treatment"], q["outcome"]
+    if obj != g.children(x) - {y}:
+        return None
+    return (f"the children of {format_path([x])} intercept its directed paths. "
+            f"Edges out of {format_path([x])}: {_edges(g, [(x, c) for c in g.children(x)])}.")
+
+
+def _separation(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+    ends = frozenset(q["x"]) | frozenset(q["y"])
+    parents = {side: frozenset().union(*(g.parents(n) for n in q[side])) - ends for side in ("x", "y")}
+    for sides in (("x", "y"), ("x",), ("y",)):
+        if obj == frozenset().union(*(parents[s] for s in sides)):
+            named = sorted(n for s in sides for n in q[s])
+            return f"condition on the parents of {format_set(named)}. " + " ".join(_into(g, n) for n in named)
+    if obj == frozenset(g) - ends:
+        return f"condition on every node but {format_set(ends)}."
+    return None
+
+
+def _blocking(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+    nodes, types = q["path"]
+    colliders = [n for i, n in enumerate(nodes[1:-1], start=1)
+                 if types[i - 1] in ("->", "<->") and types[i] in ("<-", "<->")]
+    if not obj:
+        return f"the path has a collider at {format_set(colliders)}, so the empty set blocks it." if colliders else None
+    if len(obj) == 1 and not colliders and next(iter(obj)) in nodes[1:-1]:
+        return f"the path has no collider, so conditioning on its interior node {format_set(obj)} blocks it."
+    return None
+
+
+def _cycle(g: CausalGraph, q: Mapping[str, Any], obj: tuple[str, ...]) -> str | None:
+    if not obj:
+        return "no edge sequence returns to its start: the graph has no directed cycle."
+    if len(obj) == 2:
+        a, b = obj
+        return f"a pair of opposite edges is a cycle: {format_path([a, b])} and {format_path([b, a])}."
+    return f"no pair of opposite edges; a shortest cycle: {format_path(list(obj) + [obj[0]])}."
+
+
+_RATIONALES: dict[str, Callable[[CausalGraph, Mapping[str, Any], Any], str | None]] = {
+    "backdoor_set": _backdoor,
+    "frontdoor_set": _frontdoor,
+    "separation_set": _separation,
+    "blocking_set": _blocking,
+    "cycle_witness": _cycle,
+}
+RATIONALE_TASKS = tuple(_RATIONALES)
+
+
+def rule_rationale(problem: Problem, obj: Any) -> str | None:
+    """The one-line rationale (``Rule: ...``) of answer ``obj`` to ``problem``, or None when the family has
+    none or no rule of it gives ``obj``."""
+    explain = _RATIONALES.get(problem.task)
+    if explain is None or problem.graph is None:
+        return None
+    fam = get_family(problem.task)
+    text = explain(problem.graph, fam.normalize_query(problem), fam.coerce_object(obj))
+    return None if text is None else RATIONALE_PREFIX + text
+
+
+def with_rationale(trace: str, rationale: str | None) -> str:
+    """``trace`` with ``rationale`` as its own paragraph after the QUERY line (unchanged when None)."""
+    if rationale is None:
+        return trace
+    head, sep, tail = trace.partition("\nSTRATEGY:")
+    if not sep:
+        raise ValueError("with_rationale: the trace has no STRATEGY line")
+    return f"{head}\n\n{rationale}\n\nSTRATEGY:{tail}"

@@ -1,0 +1,130 @@
+"""Rule rationales (calver.data_gen.rationales): what each says is checked against networkx, and the
+paragraph changes neither the trace's slots nor its score."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import networkx as nx
+import pytest
+
+from calver.data_gen.gen_config import GenConfig
+from calver.data_gen.generators import canonical_answer, canonical_trace, generate
+from calver.data_gen.rationales import RATIONALE_TASKS, rule_rationale, with_rationale
+from calver.verifier import get_family, score
+from calver.verifier.contract import split_slots
+
+NAMINGS = ("letters", "random_letters", "identifiers", "phrases")
+
+
+def _problems(task, variants=("any",), n=24):
+    out = []
+    for seed, naming in enumerate(NAMINGS):
+        cfg = GenConfig(seed=40 + seed, n_nodes=(4, 9), variants=variants, naming=(naming,))
+        out += generate(task, n // len(NAMINGS), cfg)
+    return out
+
+
+def _edges(text: str) -> set[tuple[str, str]]:
+    if text == "none":
+        return set()
+    return {tuple(part.split(" -> ")) for part in text.split(", ")}
+
+
+def _sections(rationale: str, label: str) -> dict[str, set[tuple[str, str]]]:
+    """``Edges into X: a -> X, b -> X.`` sections of a rationale, by node."""
+    return {m.group(1): _edges(m.group(2)) for m in re.finditer(label + r" (.+?): (.+?)\.(?= Edges|$)", rationale)}
+
+
+@pytest.mark.parametrize("task,variants", [("backdoor_set", ("any", "maximal")), ("frontdoor_set", ("any",)),
+                                           ("separation_set", ("any", "maximal")), ("blocking_set", ("any",)),
+                                           ("cycle_witness", ("any",))])
+def test_rationale_states_the_graph_facts_and_keeps_the_score(task, variants):
+    seen = 0
+    for p in _problems(task, variants):
+        obj = canonical_answer(p, "rule")
+        plain, reasoned = canonical_trace(p, "rule", 0), canonical_trace(p, "rule", 0, rationale=True)
+        # the paragraph is not part of any slot: same slot values, same bits
+        assert split_slots(reasoned).values == split_slots(plain).values
+        assert score(reasoned, p).bits == score(plain, p).bits and score(reasoned, p).total == 6
+        text = rule_rationale(p, obj)
+        if text is None:
+            assert reasoned == plain
+            continue
+        seen += 1
+        assert reasoned.index(text) < reasoned.index("STRATEGY:") and "\n" not in text
+        nxg, q = p.graph.to_networkx(), get_family(task).normalize_query(p)
+        if task in ("backdoor_set", "separation_set"):
+            for node, edges in _sections(text, "Edges into").items():
+                assert edges == {(a, node) for a in nxg.predecessors(node)}
+            if "non-descendant" in text:
+                desc = re.search(r"Descendants of .+?: \{(.*)\}\.$", text).group(1)
+                assert set(filter(None, desc.split(", "))) == nx.descendants(nxg, q["treatment"])
+        elif task == "frontdoor_set":
+            (node, edges), = _sections(text, "Edges out of").items()
+            assert node == q["treatment"] and edges == {(node, c) for c in nxg.successors(node)}
+        elif task == "blocking_set":
+            nodes = q["path"][0]
+            colliders = {b for a, b, c in zip(nodes, nodes[1:], nodes[2:])
+                         if (nxg.has_edge(a, b) or (a, b) in _bidirected(p) or (b, a) in _bidirected(p))
+                         and (nxg.has_edge(c, b) or (b, c) in _bidirected(p) or (c, b) in _bidirected(p))}
+            assert ("no collider" in text) == (not colliders)
+            if colliders:
+                assert "{" + ", ".join(sorted(colliders)) + "}" in text
+        else:
+            assert ("no directed cycle" in text) == nx.is_directed_acyclic_graph(nxg)
+            if not nx.is_directed_acyclic_graph(nxg):
+                for chunk in text.rsplit(": ", 1)[1].rstrip(".").split(" and "):
+                    walk = chunk.split(" -> ")
+                    assert all(nxg.has_edge(a, b) for a, b in zip(walk, walk[1:]))
+                    assert len(walk) == 2 if " and " in text else walk[0] == walk[-1]
+    assert seen >= 10
+
+
+def _bidirected(p):
+    return {tuple(e) for e in p.graph.bidirected}
+
+
+def test_no_rationale_for_an_answer_no_rule_gives():
+    p = next(x for x in _problems("backdoor_set", n=24)
+             if len(get_family("backdoor_set").validity_class(x.graph, get_family("backdoor_set").normalize_query(x)))
+             > 2)
+    fam = get_family("backdoor_set")
+    rule = fam.rule_object(p)
+    other = next(o for o in fam.validity_class(p.graph, fam.normalize_query(p)) if o != rule and
+                 o != frozenset(p.graph) - {fam.normalize_query(p)["treatment"]})
+    if rule_rationale(p, other) is not None:  # `other` may still be the non-descendant set
+        assert "non-descendant" in rule_rationale(p, other)
+    assert rule_rationale(p, frozenset(["not a node"])) is None
+    assert with_rationale("GRAPH: A -> B", None) == "GRAPH: A -> B"
+    with pytest.raises(ValueError, match="no STRATEGY"):
+        with_rationale("GRAPH: A -> B", "Rule: x")
+    assert set(RATIONALE_TASKS) == {"backdoor_set", "frontdoor_set", "separation_set", "blocking_set",
+                                    "cycle_witness"}
+
+
+def test_gen_rationale_rows_and_their_manifest(tmp_path):
+    """`calver gen --rationale true`: the rows carry the paragraph, the manifest records it, and a
+    contamination --clean_out rewrite keeps it."""
+    pytest.importorskip("datasets")
+    from calver.bench.contamination import write_clean
+    from calver.cli import main
+    from calver.verifier import Problem
+
+    out = tmp_path / "mix"
+    assert main(["gen", "--tasks", "backdoor_set", "frontdoor_set", "--n", "6", "--seed", "5", "--out", str(out),
+                 "--system", "compact", "--answers", "rule", "--rationale", "true", "--variants", "any"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sft_rationale"] is True
+    traces = [json.loads(x)["messages"][-1]["content"] for x in (out / "sft.jsonl").read_text().splitlines()]
+    assert sum("\n\nRule: " in t for t in traces) >= 8
+    problems = [Problem.from_dict(json.loads(x)) for x in (out / "problems.jsonl").read_text().splitlines()]
+
+    class _NoMatches:
+        matches = ()
+
+    write_clean(problems, _NoMatches(), out, tmp_path / "clean")
+    assert (tmp_path / "clean" / "sft.jsonl").read_text() == (out / "sft.jsonl").read_text()
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--out", str(tmp_path / "x"),
+                 "--rationale", "maybe"]) == 2
