@@ -12,10 +12,12 @@ from calver.evaluation.metrics import (
     coverage,
     fragmented,
     invalid_unique_plurality,
+    pick_scores,
     plurality_index,
     rankdata,
     repair_decomposition,
     selected_correct,
+    within_pool_auroc,
 )
 from calver.evaluation.scaling import k_curve
 from calver.evaluation.units import from_arrays
@@ -100,6 +102,32 @@ def test_rankdata_midranks_and_auroc_vs_bruteforce():
     brute = np.mean([1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg)])
     assert auroc(s, y) == pytest.approx(brute, abs=1e-12)
     assert np.isnan(auroc([1, 2], [True, True]))
+
+
+def test_within_pool_auroc_skips_pools_of_one_validity_and_missing_scores():
+    from calver.evaluation.evaluate import evaluate_units
+    from calver.infer.selectors import Selection
+
+    units = from_arrays([[6, 4, 5], [4, 4, 4], [5, 6, 2], [6, 6, 6]],
+                        [[True, False, False], [False, False, False], [False, True, True], [True, True, True]],
+                        [["a", "b", "c"]] * 4)
+    scores = [[0.9, 0.1, 0.5], [1.0, 2.0, 3.0], [0.2, 0.1, 0.3], None]
+    vals, clusters = within_pool_auroc(units, scores)
+    # unit 0: the valid candidate outranks both invalid ones; unit 2: 0.1 and 0.3 against 0.2 (1 of 2 pairs)
+    assert vals == [1.0, 0.5] and len(clusters) == 2
+    assert within_pool_auroc(units[:1], [[0.9, float("nan"), 0.5]]) == ([], [])
+    assert pick_scores(3) is None and pick_scores({"index": 0, "scores": [1, None]})[0] == 1.0
+    assert np.isnan(pick_scores({"index": 0, "scores": [1, None]})[1])
+    # in calver eval: CALVER's own scores are the verifier totals, a scoring selector's its scores
+    res = evaluate_units(units, {"calver": {u.key: int(np.argmax(u.totals)) for u in units},
+                                 "plurality": {u.key: 0 for u in units},
+                                 "prm": {u.key: Selection(0, tuple(s or (0.0, 0.0, 0.0))) for u, s in
+                                         zip(units, scores)}}, draws=50, decomp_draws=50)
+    assert set(res.within_pool_auroc) == {"calver", "prm"}
+    want = np.mean([auroc(u.totals, u.correct) for u in (units[0], units[2])])
+    assert res.within_pool_auroc["calver"].estimate == pytest.approx(want)
+    assert res.within_pool_auroc["prm"].estimate == pytest.approx(0.75)
+    assert res.within_pool_auroc["prm"].n_units == 2
 
 
 def test_calibration_known_answer():

@@ -37,8 +37,10 @@ from calver.evaluation.metrics import (
     coverage,
     fragmented,
     invalid_unique_plurality,
+    pick_scores,
     repair_decomposition,
     selected_correct,
+    within_pool_auroc,
 )
 from calver.evaluation.results import (
     Audits,
@@ -172,6 +174,13 @@ def evaluate_units(
         return d
 
     s, c = candidate_arrays(common)
+    ranking: dict[str, Interval] = {}
+    for n, idx in indices.items():
+        scores = [list(map(float, u.totals)) if n == target and pick_scores(idx[k]) is None else
+                  pick_scores(idx[k]) for u, k in zip(common, ckeys)]
+        vals, cl = within_pool_auroc(common, scores)
+        if vals:
+            ranking[n] = Interval.of(mean_ci(vals, cl, draws=decomp_draws, seed=seed))
     rows = []
     for j, (u, key) in enumerate(zip(common, ckeys)):
         row = UnitRow(problem_id=u.problem_id, seed=u.seed, source_id=u.source_id, coverage=bool(cov[j]),
@@ -200,6 +209,7 @@ def evaluate_units(
         units=rows,
         verification=verification_counts(common),
         parse_rate=_parse_rate(units),
+        within_pool_auroc=ranking,
     )
 
 

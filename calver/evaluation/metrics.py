@@ -6,6 +6,7 @@ Everything here reads :class:`~calver.evaluation.units.UnitFacts`; all numbers a
 
 from __future__ import annotations
 
+import math
 from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
@@ -70,6 +71,31 @@ def as_pick(sel: Any) -> tuple[int, Any]:
     if isinstance(sel, Mapping):
         return int(sel["index"]), sel.get("answer")
     return int(sel), None
+
+
+def pick_scores(sel: Any) -> list[float] | None:
+    """The per-candidate scores a selection carries (a :class:`Selection` or a stored row), or None (an index)."""
+    if isinstance(sel, Selection):
+        scores = sel.scores
+    elif isinstance(sel, Mapping):
+        scores = sel.get("scores")
+    else:
+        return None
+    return None if scores is None else [float("nan") if v is None else float(v) for v in scores]
+
+
+def within_pool_auroc(units: Sequence[UnitFacts], scores: Sequence[Sequence[float] | None]
+                      ) -> tuple[list[float], list[str]]:
+    """Per unit whose candidates are neither all valid nor all invalid, and whose ``scores`` cover every
+    candidate: the AUROC of the scores as a detector of its valid candidates (how well a selector's scores
+    order one pool, the decision it makes); and the units' clusters."""
+    values, clusters = [], []
+    for u, sc in zip(units, scores):
+        if sc is None or len(sc) != u.k or any(math.isnan(v) for v in sc) or u.correct.all() or not u.correct.any():
+            continue
+        values.append(auroc(sc, u.correct))
+        clusters.append(u.source_id)
+    return values, clusters
 
 
 def pick_correct(u: UnitFacts, sel: Any) -> bool:

@@ -144,6 +144,10 @@ def headline_sections(res: EvalResult) -> list[str]:
     L += ["", f"## Paired gains of `{res.target}` (pp)", ""]
     L += table(["vs", "gain [95% CI]", "cluster key", "draws"],
                [[n, ci_text(r, True), r.cluster_key, str(r.draws)] for n, r in res.paired.items()])
+    if res.within_pool_auroc:
+        L += ["", "## Within-pool AUROC of each selector's scores (pools of mixed validity; 50 is chance)", ""]
+        L += table(["selector", "AUROC [95% CI]", "pools"],
+                   [[n, ci_text(r), str(r.n_units)] for n, r in res.within_pool_auroc.items()])
     return L
 
 

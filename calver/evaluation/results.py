@@ -419,6 +419,9 @@ class EvalResult(JsonRecord):
     graph_recovery: GraphRecovery | None = None  # constructed-mode units only (None: there are none)
     verification: dict[str, int] = field(default_factory=dict)  # verification mode -> units
     parse_rate: float | None = None  # candidates (of every loaded unit) whose ANSWER parsed
+    # per selector whose selections carry per-candidate scores (CALVER: the verifier totals): the mean AUROC of
+    # its scores within a pool of mixed validity
+    within_pool_auroc: dict[str, Interval] = field(default_factory=dict)
 
 
 @dataclass
