@@ -53,6 +53,10 @@ def test_grpo_and_prm_recipes():
     s, t, m = load_prm_config(ROOT / "configs/prm/qwen2.5-0.5b-instruct.yaml", CPU)
     assert m.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct" and m.use_peft
     assert t.load_best_model_at_end and t.metric_for_best_model == "rmse" and t.eval_strategy.value == "epoch"
+    assert s.loss == "mse"
+    assert load_prm_config(ROOT / "configs/prm/tiny-cpu.yaml", ["--loss", "ranking"])[0].loss == "ranking"
+    with pytest.raises(ConfigError, match="field 'loss' must be mse or ranking"):
+        load_prm_config(ROOT / "configs/prm/tiny-cpu.yaml", ["--loss", "hinge"])
     for kind, loader in (("sft", load_sft_config), ("grpo", load_grpo_config), ("prm", load_prm_config)):
         loader(ROOT / f"configs/{kind}/tiny-cpu.yaml")  # the CPU recipes parse as they are
 

@@ -27,6 +27,31 @@ def prm_run(tiny_model_dir, tmp_path_factory):
     return run_prm(*args), pool
 
 
+@pytest.fixture(scope="module")
+def ranking_run(tiny_model_dir, tmp_path_factory):
+    from calver.train.prm import run_prm
+    from calver.train.prm_config import load_prm_config
+
+    tmp = tmp_path_factory.mktemp("prm-rank")
+    pool = truncated_trace_pool(tmp / "pool")
+    args = load_prm_config(RECIPE, ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp / "out"),
+                                    "--pool_paths", str(pool), "--num_train_epochs", "2", "--max_length", "512",
+                                    "--loss", "ranking", "--metric_for_best_model", "pair_accuracy"])
+    return run_prm(*args), pool
+
+
+def test_ranking_prm_orders_a_problems_candidates(ranking_run, prm_run):
+    """loss: ranking trains on pairs within a problem and keeps the checkpoint that orders held-out problems'
+    candidates best; the pair accuracy is well above chance (0.5), as the regression PRM's is."""
+    run, _ = ranking_run
+    s = run.summary
+    assert s["loss"] == "ranking"
+    accs = [h["eval_pair_accuracy"] for h in s["eval_rmse_per_epoch"]]
+    assert len(accs) == 2 and s["best_eval_pair_accuracy"] == pytest.approx(max(accs))
+    assert s["best_eval_pair_accuracy"] > 0.75, s
+    assert prm_run[0].summary["best_eval_pair_accuracy"] > 0.75
+
+
 def test_prm_reports_rmse_per_epoch_and_beats_the_mean(prm_run):
     run, _ = prm_run
     s = run.summary

@@ -9,8 +9,13 @@ pool) when that score was grounded; a constructed-mode candidate the stripped vi
 scored on the full problem (its source graph).
 Model: ``AutoModelForSequenceClassification`` (num_labels=1, problem_type regression, pad token set)
 on a frozen base with a LoRA adapter of task type SEQ_CLS (PEFT trains and saves the ``score`` head
-with it). A transformers ``Trainer`` minimizes MSE, reports validation RMSE (and the RMSE of
-predicting the training mean) every epoch and keeps the best checkpoint.
+with it). ``loss: mse`` (default): a transformers ``Trainer`` regresses the total. ``loss: ranking``: a
+pairwise logistic loss between candidates of the same problem with different totals (a selector only
+compares a pool's candidates, so only their order matters), each batch holding whole problems
+(:class:`ProblemBatchSampler`). Either way it reports, every epoch, validation RMSE (and the RMSE of
+predicting the training mean) and the within-problem pair accuracy (the share of same-problem pairs
+with different totals that the PRM orders as the verifier does; 0.5 is chance), and keeps the best
+checkpoint (by RMSE, or by pair accuracy under ``ranking``).
 
 Output dir: the adapter (+ head), the tokenizer, ``calver_prm.json`` (base model, input format) and
 ``calver_train_summary.json``. Inference lives on the infer side:
@@ -87,17 +92,43 @@ def split_by_problem(examples: list[dict[str, Any]], eval_fraction: float, seed:
     return [e for e in examples if e["problem_id"] not in held], [e for e in examples if e["problem_id"] in held]
 
 
-def _tokenize(tokenizer, examples: list[dict[str, Any]], max_length: int):
+def problem_groups(examples: list[dict[str, Any]]) -> list[int]:
+    """Each example's problem as a small integer (first-seen order)."""
+    index: dict[str, int] = {}
+    return [index.setdefault(e["problem_id"], len(index)) for e in examples]
+
+
+def _tokenize(tokenizer, examples: list[dict[str, Any]], max_length: int, with_groups: bool = False):
     from datasets import Dataset
 
     texts = [prm_text(tokenizer, e["problem_text"], e["trace"]) for e in examples]
     enc = tokenizer(texts, truncation=True, max_length=max_length, add_special_tokens=False)
-    return Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-                              "labels": [float(e["label"]) for e in examples]})
+    cols = {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+            "labels": [float(e["label"]) for e in examples]}
+    if with_groups:
+        cols["group"] = problem_groups(examples)
+    return Dataset.from_dict(cols)
 
 
-def regression_metrics(train_mean: float):
-    """``compute_metrics`` for the Trainer: RMSE, MAE, and the RMSE of always predicting ``train_mean``."""
+def pair_accuracy(preds: Sequence[float], labels: Sequence[float], groups: Sequence[int]) -> float:
+    """Share of same-group pairs with different labels that ``preds`` order as ``labels`` do (a tie counts
+    one half); NaN without such a pair. The within-problem AUROC of a multi-level label."""
+    import numpy as np
+
+    p, y, g = (np.asarray(a, dtype=np.float64).reshape(-1) for a in (preds, labels, groups))
+    right = total = 0.0
+    for grp in np.unique(g):
+        m = g == grp
+        dp = p[m][:, None] - p[m][None, :]
+        higher = y[m][:, None] > y[m][None, :]
+        total += higher.sum()
+        right += (dp[higher] > 0).sum() + 0.5 * (dp[higher] == 0).sum()
+    return float(right / total) if total else float("nan")
+
+
+def regression_metrics(train_mean: float, eval_groups: Sequence[int]):
+    """``compute_metrics`` for the Trainer: RMSE, MAE, the RMSE of always predicting ``train_mean``, and the
+    within-problem pair accuracy (``eval_groups``: the eval examples' problems, in eval-set order)."""
     import numpy as np
 
     def compute(eval_pred) -> dict[str, float]:
@@ -106,9 +137,71 @@ def regression_metrics(train_mean: float):
         labels = np.asarray(labels, dtype=np.float64).reshape(-1)
         return {"rmse": float(np.sqrt(np.mean((preds - labels) ** 2))),
                 "mae": float(np.mean(np.abs(preds - labels))),
-                "rmse_mean_baseline": float(np.sqrt(np.mean((train_mean - labels) ** 2)))}
+                "rmse_mean_baseline": float(np.sqrt(np.mean((train_mean - labels) ** 2))),
+                "pair_accuracy": pair_accuracy(preds, labels, eval_groups)}
 
     return compute
+
+
+class ProblemBatchSampler:
+    """Batches of whole problems (a problem with more candidates than ``batch_size`` is cut into chunks), packed
+    once (first fit, largest first: the batch count, which the Trainer's schedule reads, stays fixed) and
+    visited in a fresh seeded order each epoch: a pairwise loss needs a problem's candidates side by side."""
+
+    def __init__(self, groups: Sequence[int], batch_size: int, seed: int = 0) -> None:
+        if batch_size < 2:
+            raise ConfigError(f"loss 'ranking' needs per_device_train_batch_size >= 2, got {batch_size}")
+        self.seed, self.epoch = seed, 0
+        members: dict[int, list[int]] = {}
+        for i, g in enumerate(groups):
+            members.setdefault(int(g), []).append(i)
+        chunks = [idx[k:k + batch_size] for idx in members.values() for k in range(0, len(idx), batch_size)]
+        self.batches: list[list[int]] = []
+        for chunk in sorted(chunks, key=len, reverse=True):
+            home = next((b for b in self.batches if len(b) + len(chunk) <= batch_size), None)
+            if home is None:
+                self.batches.append(list(chunk))
+            else:
+                home.extend(chunk)
+
+    def __iter__(self):
+        order = list(self.batches)
+        random.Random(self.seed + self.epoch).shuffle(order)
+        self.epoch += 1
+        return iter(order)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+
+def _ranking_trainer_class():
+    import torch
+    from transformers import Trainer
+
+    class RankingTrainer(Trainer):
+        """Pairwise logistic loss between candidates of one problem: -log sigmoid(s_i - s_j) for every pair whose
+        verifier totals say i > j, averaged over the batch's pairs."""
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            inputs = dict(inputs)
+            labels, groups = inputs.pop("labels"), inputs.pop("group")
+            outputs = model(**inputs)
+            s = outputs.logits.reshape(-1).float()
+            pairs = (groups[:, None] == groups[None, :]) & (labels[:, None] > labels[None, :])
+            loss = (torch.nn.functional.softplus(-(s[:, None] - s[None, :]))[pairs].mean() if pairs.any()
+                    else s.sum() * 0.0)  # a batch without a pair: no signal, the graph kept for DDP
+            return (loss, outputs) if return_outputs else loss
+
+        def get_train_dataloader(self):
+            from torch.utils.data import DataLoader
+
+            data = self.train_dataset
+            sampler = ProblemBatchSampler(data["group"], self._train_batch_size, self.args.seed)
+            return self.accelerator.prepare(DataLoader(data, batch_sampler=sampler, collate_fn=self.data_collator,
+                                                       num_workers=self.args.dataloader_num_workers,
+                                                       pin_memory=self.args.dataloader_pin_memory))
+
+    return RankingTrainer
 
 
 # ---- model --------------------------------------------------------------------------------------
@@ -141,20 +234,25 @@ def build_prm_trainer(script_args, training_args, model_args, callbacks: Sequenc
                 model, use_gradient_checkpointing=training_args.gradient_checkpointing)
         model = get_peft_model(model, peft_config(model_args, task_type="SEQ_CLS"))
     train_mean = sum(e["label"] for e in train_ex) / len(train_ex)
-    training_args.metric_for_best_model = training_args.metric_for_best_model or "rmse"
-    if training_args.metric_for_best_model in ("rmse", "eval_rmse", "mae", "eval_mae"):
-        training_args.greater_is_better = False
-    trainer = Trainer(
+    ranking = script_args.loss == "ranking"
+    training_args.metric_for_best_model = training_args.metric_for_best_model or \
+        ("pair_accuracy" if ranking else "rmse")
+    training_args.greater_is_better = training_args.metric_for_best_model not in ("rmse", "eval_rmse", "mae",
+                                                                                   "eval_mae")
+    if ranking:
+        training_args.remove_unused_columns = False  # the loss reads the `group` column
+    trainer = (_ranking_trainer_class() if ranking else Trainer)(
         model=model,
         args=training_args,
-        train_dataset=_tokenize(tok, train_ex, script_args.max_length),
-        eval_dataset=_tokenize(tok, eval_ex, script_args.max_length),
+        train_dataset=_tokenize(tok, train_ex, script_args.max_length, with_groups=ranking),
+        eval_dataset=_tokenize(tok, eval_ex, script_args.max_length, with_groups=ranking),
         processing_class=tok,
         data_collator=DataCollatorWithPadding(tok),
-        compute_metrics=regression_metrics(train_mean),
+        compute_metrics=regression_metrics(train_mean, problem_groups(eval_ex)),
         callbacks=list(callbacks),
     )
-    info = {"train_examples": len(train_ex), "eval_examples": len(eval_ex), "train_label_mean": train_mean,
+    info = {"loss": script_args.loss, "train_examples": len(train_ex), "eval_examples": len(eval_ex),
+            "train_label_mean": train_mean,
             "eval_problems": len({e["problem_id"] for e in eval_ex}),
             "label_histogram": {str(k): sum(1 for e in examples if e["label"] == k) for k in range(7)}}
     return trainer, mode, info
@@ -168,8 +266,8 @@ def run_prm(script_args, training_args, model_args) -> TrainRun:
     final = trainer.evaluate()  # the kept (best) checkpoint when load_best_model_at_end
     out = Path(training_args.output_dir)
     trainer.save_model(str(out))
-    history = [{"epoch": h.get("epoch"), "eval_rmse": h["eval_rmse"], "eval_mae": h.get("eval_mae")}
-               for h in timer.log_history if "eval_rmse" in h]
+    history = [{"epoch": h.get("epoch"), "eval_rmse": h["eval_rmse"], "eval_mae": h.get("eval_mae"),
+                "eval_pair_accuracy": h.get("eval_pair_accuracy")} for h in timer.log_history if "eval_rmse" in h]
     summary = {
         "trainer": "prm",
         "mode": mode,
@@ -181,6 +279,7 @@ def run_prm(script_args, training_args, model_args) -> TrainRun:
         "eval_rmse_per_epoch": history[:-1] if history and len(history) > 1 else history,
         "best_eval_rmse": final.get("eval_rmse"),
         "eval_rmse_mean_baseline": final.get("eval_rmse_mean_baseline"),
+        "best_eval_pair_accuracy": final.get("eval_pair_accuracy"),
         "best_checkpoint": trainer.state.best_model_checkpoint,
         **timer.summary(),
     }

@@ -28,6 +28,15 @@ class PRMScriptArguments(ModeArguments):
     max_length: int = field(default=2048, metadata={"help": "token limit of problem + trace (left-truncated)"})
     max_examples: int | None = field(default=None, metadata={"help": "cap on training examples (smoke runs)"})
     trust_remote_code: bool = field(default=False, metadata={"help": "allow custom model code from the Hub"})
+    loss: str = field(default="mse", metadata={
+        "help": "mse (regress the 0-6 total) | ranking (pairwise logistic loss between candidates of the same "
+                "problem with different totals; batches hold whole problems)"})
+
+    def __post_init__(self) -> None:
+        if self.loss not in ("mse", "ranking"):
+            from calver.train.common import ConfigError
+
+            raise ConfigError(f"field 'loss' must be mse or ranking, got {self.loss!r}")
 
 
 def config_types() -> tuple[type, ...]:
