@@ -69,6 +69,9 @@ class GenConfig:
                                          "family's own) | clear (CLEAR's phrasing where CLEAR asks that question)")
     headerless: float = cfg_field(0.0, help="probability that an item's prompt has no header line naming the graph "
                                   "class and encoding (CLEAR's prompts have none)")
+    shuffle_order: float = cfg_field(0.0, help="probability that an item's prompt lists its nodes and edges in a "
+                                     "random order instead of sorted (CLEAR's are unsorted); the order is recorded "
+                                     "and the SFT trace's GRAPH line follows it")
     variants: tuple[str, ...] | None = cfg_field(
         None, help="query variants to draw from (null: all of the family's; with many_satisfier, single-answer "
         "variants such as mediator 'all' are left out)")
@@ -104,7 +107,7 @@ class GenConfig:
         if bad:
             raise ConfigError(f"field 'wording' must be among {WORDINGS}, got {bad[0]!r}")
         set_(self, "wording", wording)
-        for name in ("density", "latent", "headerless"):
+        for name in ("density", "latent", "headerless", "shuffle_order"):
             v = getattr(self, name)
             if not _is_num(v) or not 0.0 <= float(v) <= 1.0:
                 raise ConfigError(f"field {name!r} must be a number in [0, 1], got {v!r}")

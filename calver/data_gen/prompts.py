@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.instructions import contract_instructions
 from calver.verifier.parsers import render_graph
@@ -53,15 +54,26 @@ def system_prompt(task: str, system: str = "contract") -> str:
     return f"Task: {task}. Reply with the six contract lines {', '.join(labels)}, in that order."
 
 
-def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows", header: bool = True) -> str:
+def problem_text(graph: CausalGraph, question: str, encoding: str = "arrows", header: bool = True,
+                 order: RenderOrder | None = None) -> str:
     """The user message of a supplied-graph problem (``header``: led by a line naming the graph class and
-    encoding; CLEAR's prompts have none)."""
+    encoding; CLEAR's prompts have none; ``order``: the order its nodes and edges are listed in)."""
     if encoding not in ENCODING_HEADERS:
         raise ValueError(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODING_HEADERS)}")
     if not header:
-        return f"{render_graph(graph, encoding)}\n\n{question}"
+        return f"{render_graph(graph, encoding, order)}\n\n{question}"
     head = f"The causal graph is {_CLASS_WORDS[graph.kind]}, given {ENCODING_HEADERS[encoding]}:"
-    return f"{head}\n{render_graph(graph, encoding)}\n\n{question}"
+    return f"{head}\n{render_graph(graph, encoding, order)}\n\n{question}"
+
+
+def render_order(problem: Problem) -> RenderOrder | None:
+    """The order a generated problem's prompt lists its graph in (``meta["render_order"]``, written by
+    ``shuffle_order``), or None (the default order)."""
+    o = problem.meta.get("render_order") if isinstance(problem.meta, dict) else None
+    if not o:
+        return None
+    return RenderOrder(tuple(o["nodes"]), tuple((a, b) for a, b in o["directed"]),
+                       tuple((a, b) for a, b in o.get("bidirected", ())))
 
 
 def prompt_encoding(problem: Problem) -> str | None:
@@ -95,7 +107,7 @@ def user_text(problem: Problem, encoding: str | None = None) -> str:
     """
     graph_only = problem.graph is not None and problem.mode == "supplied" and not problem.data
     if encoding is not None and graph_only:
-        return problem_text(problem.graph, question_for(problem), encoding)
+        return problem_text(problem.graph, question_for(problem), encoding, order=render_order(problem))
     if problem.text:
         if problem.data:
             return problem.text

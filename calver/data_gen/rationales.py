@@ -16,13 +16,15 @@ canonical form (so the lookup reads one arrow list whatever the prompt's encodin
 ignores a paragraph after a blank line, so the rationale earns no bit and changes no score.
 
 The rationale names the rule the answer follows, found by matching the answer against the family's rule
-proposals; an answer no rule gives (the validity-class fallback) gets none.
+proposals; an answer no rule gives (the validity-class fallback) gets none. Edges are listed in the order the
+GRAPH line lists them (sorted, or the prompt's order under ``shuffle_order``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from calver.data_gen.prompts import render_order
 from calver.verifier import Problem, get_family
 from calver.verifier.contract import format_path, format_set
 from calver.verifier.graph import CausalGraph
@@ -31,45 +33,48 @@ from calver.verifier.paths import descendants
 RATIONALE_PREFIX = "Rule: "
 
 
-def _edges(g: CausalGraph, pairs: list[tuple[str, str]]) -> str:
-    return ", ".join(format_path([a, b]) for a, b in sorted(pairs)) or "none"
+Rank = Mapping[tuple[str, str], int]  # an edge's place in the trace's GRAPH line
 
 
-def _into(g: CausalGraph, node: str) -> str:
-    return f"Edges into {format_path([node])}: {_edges(g, [(p, node) for p in g.parents(node)])}."
+def _edges(pairs: list[tuple[str, str]], rank: Rank) -> str:
+    return ", ".join(format_path([a, b]) for a, b in sorted(pairs, key=rank.__getitem__)) or "none"
 
 
-def _backdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+def _into(g: CausalGraph, node: str, rank: Rank) -> str:
+    return f"Edges into {format_path([node])}: {_edges([(p, node) for p in g.parents(node)], rank)}."
+
+
+def _backdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: Rank) -> str | None:
     x, y = q["treatment"], q["outcome"]
     if obj == g.parents(x) - {y}:
-        return f"adjust for the parents of {format_path([x])}. {_into(g, x)}"
+        return f"adjust for the parents of {format_path([x])}. {_into(g, x, rank)}"
     if obj == frozenset(g) - descendants(g, [x]) - {x, y}:
         return (f"adjust for every non-descendant of {format_path([x])}. "
                 f"Descendants of {format_path([x])}: {format_set(descendants(g, [x]) - {x})}.")
     return None
 
 
-def _frontdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+def _frontdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: Rank) -> str | None:
     x, y = q["treatment"], q["outcome"]
     if obj != g.children(x) - {y}:
         return None
     return (f"the children of {format_path([x])} intercept its directed paths. "
-            f"Edges out of {format_path([x])}: {_edges(g, [(x, c) for c in g.children(x)])}.")
+            f"Edges out of {format_path([x])}: {_edges([(x, c) for c in g.children(x)], rank)}.")
 
 
-def _separation(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+def _separation(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: Rank) -> str | None:
     ends = frozenset(q["x"]) | frozenset(q["y"])
     parents = {side: frozenset().union(*(g.parents(n) for n in q[side])) - ends for side in ("x", "y")}
     for sides in (("x", "y"), ("x",), ("y",)):
         if obj == frozenset().union(*(parents[s] for s in sides)):
             named = sorted(n for s in sides for n in q[s])
-            return f"condition on the parents of {format_set(named)}. " + " ".join(_into(g, n) for n in named)
+            return f"condition on the parents of {format_set(named)}. " + " ".join(_into(g, n, rank) for n in named)
     if obj == frozenset(g) - ends:
         return f"condition on every node but {format_set(ends)}."
     return None
 
 
-def _blocking(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str | None:
+def _blocking(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: Rank) -> str | None:
     nodes, types = q["path"]
     colliders = [n for i, n in enumerate(nodes[1:-1], start=1)
                  if types[i - 1] in ("->", "<->") and types[i] in ("<-", "<->")]
@@ -80,7 +85,7 @@ def _blocking(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str]) -> str 
     return None
 
 
-def _cycle(g: CausalGraph, q: Mapping[str, Any], obj: tuple[str, ...]) -> str | None:
+def _cycle(g: CausalGraph, q: Mapping[str, Any], obj: tuple[str, ...], rank: Rank) -> str | None:
     if not obj:
         return "no edge sequence returns to its start: the graph has no directed cycle."
     if len(obj) == 2:
@@ -89,7 +94,7 @@ def _cycle(g: CausalGraph, q: Mapping[str, Any], obj: tuple[str, ...]) -> str | 
     return f"no pair of opposite edges; a shortest cycle: {format_path(list(obj) + [obj[0]])}."
 
 
-_RATIONALES: dict[str, Callable[[CausalGraph, Mapping[str, Any], Any], str | None]] = {
+_RATIONALES: dict[str, Callable[[CausalGraph, Mapping[str, Any], Any, Rank], str | None]] = {
     "backdoor_set": _backdoor,
     "frontdoor_set": _frontdoor,
     "separation_set": _separation,
@@ -106,7 +111,10 @@ def rule_rationale(problem: Problem, obj: Any) -> str | None:
     if explain is None or problem.graph is None:
         return None
     fam = get_family(problem.task)
-    text = explain(problem.graph, fam.normalize_query(problem), fam.coerce_object(obj))
+    order = render_order(problem)
+    edges = order.directed if order is not None else sorted(problem.graph.directed)
+    rank = {e: i for i, e in enumerate(edges)}
+    text = explain(problem.graph, fam.normalize_query(problem), fam.coerce_object(obj), rank)
     return None if text is None else RATIONALE_PREFIX + text
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from calver.verifier.formats import arrows, clear, dot, graphml, json, matrix, prose
-from calver.verifier.formats.common import MAX_EDGES, ParseError
+from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder
 from calver.verifier.formats.objects import parse_node_list, parse_node_set, parse_node_sets, parse_path
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.memo import memoized, text_cost
@@ -134,10 +134,12 @@ def parse_graph(text: str | bytes, fmt: str | None = None, kind: GraphClass | st
     return _parse(text, fmt, kind, nodes)
 
 
-def render_graph(g: CausalGraph, fmt: str = "arrows") -> str:
-    """Render ``g`` in one of :data:`RENDER_FORMATS`; ``parse_graph`` reads every one back."""
+def render_graph(g: CausalGraph, fmt: str = "arrows", order: RenderOrder | None = None) -> str:
+    """Render ``g`` in one of :data:`RENDER_FORMATS`; ``parse_graph`` reads every one back. ``order``: list the
+    nodes and edges in that order (:class:`~calver.verifier.formats.common.RenderOrder`; default: the graph's
+    node order and sorted edges)."""
     fmt = fmt.lower()
     render = _RENDERERS.get(fmt)
     if render is None:
         raise GraphError(f"unknown render format {fmt!r}; expected one of {', '.join(RENDER_FORMATS)}")
-    return render(g)
+    return render(g, order)

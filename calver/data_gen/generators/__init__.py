@@ -32,8 +32,10 @@ from calver.data_gen.generators.families import (
     task_variants,
 )
 from calver.data_gen.names import node_names
-from calver.data_gen.prompts import problem_text, prompt_encoding
+from calver.data_gen.prompts import problem_text, prompt_encoding, render_order
 from calver.verifier.budget import TooLargeToGrade
+from calver.verifier.formats.common import RenderOrder
+from calver.verifier.parsers import render_graph
 from calver.verifier.problem import Problem
 from calver.verifier.registry import get_family
 
@@ -150,7 +152,13 @@ def styled_text(task: str, g, query, encoding: str, cfg: GenConfig, rng: random.
     if cfg.headerless > 0:
         header = rng.random() >= cfg.headerless
         meta["header"] = header
-    return problem_text(g, text, encoding, header=header)
+    order = None
+    if cfg.shuffle_order > 0 and rng.random() < cfg.shuffle_order:
+        order = RenderOrder(*(tuple(rng.sample(sorted(items), len(items)))
+                              for items in (g.nodes, g.directed, g.bidirected)))
+        meta["render_order"] = {"nodes": list(order.nodes), "directed": [list(e) for e in order.directed],
+                                "bidirected": [list(e) for e in order.bidirected]}
+    return problem_text(g, text, encoding, header=header, order=order)
 
 
 def generator_meta(task: str, idx: int, cfg: GenConfig, attempt: int | None = None) -> dict[str, Any]:
@@ -348,4 +356,7 @@ def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | 
 
     obj = canonical_answer(problem, answers)
     trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses)
+    order = render_order(problem)
+    if order is not None and trace.startswith("GRAPH: "):  # copy the graph in the order the prompt lists it
+        trace = f"GRAPH: {render_graph(problem.graph, 'arrows', order)}\n" + trace.split("\n", 1)[1]
     return with_rationale(trace, rule_rationale(problem, obj)) if rationale else trace

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from calver.verifier.formats.common import MAX_EDGES, ParseError, bad_token, quote_name
+from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder, bad_token, order_of, quote_name
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 
 _ARROWS = {"->": "->", "-->": "->", "→": "->", "⟶": "->", "=>": "->", "⇒": "->", "—>": "->",
@@ -193,15 +193,16 @@ def render_name(n: str) -> str:
     return quote_name(n, bare, ('""', "''", "“”"))
 
 
-def render(g: CausalGraph) -> str:
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    o = order_of(g, order)
     if not (g.directed or g.bidirected):
         # No arrow to detect the format by, so the text is tried as prose first: quote each name that
         # holds a word of a prose phrase ("nodes", "causes"), and prose cannot recognise one.
-        names = [_edgeless_name(n) for n in g.nodes]
-        if any(r is not n for r, n in zip(names, g.nodes)):  # one quoted: all (a mixed list reads as prose)
-            names = [r if r is not n else quote_name(n, False, ('""', "''", "“”")) for r, n in zip(names, g.nodes)]
+        names = [_edgeless_name(n) for n in o.nodes]
+        if any(r is not n for r, n in zip(names, o.nodes)):  # one quoted: all (a mixed list reads as prose)
+            names = [r if r is not n else quote_name(n, False, ('""', "''", "“”")) for r, n in zip(names, o.nodes)]
         return ", ".join(names)
     touched = {n for e in g.directed | g.bidirected for n in e}
-    parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in sorted(g.directed)]
-    parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in sorted(g.bidirected)]
-    return ", ".join(parts + [render_name(n) for n in g.nodes if n not in touched])
+    parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in o.directed]
+    parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in o.bidirected]
+    return ", ".join(parts + [render_name(n) for n in o.nodes if n not in touched])

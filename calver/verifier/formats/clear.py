@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from calver.verifier.formats import arrows
-from calver.verifier.formats.common import ParseError
+from calver.verifier.formats.common import ParseError, RenderOrder, order_of
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 
 # ``what`` starts and ends on a non-blank, so no run of blanks splits two ways between it and the
@@ -75,10 +75,11 @@ def _name(n: str) -> str:
     return arrows.render_name(n)
 
 
-def render(g: CausalGraph) -> str:
-    names = ", ".join(_name(n) for n in g.nodes)
-    de = ", ".join(f"{_name(a)}->{_name(c)}" for a, c in sorted(g.directed))
-    be = ", ".join(f"{_name(a)}<->{_name(c)}" for a, c in sorted(g.bidirected))
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    o = order_of(g, order)
+    names = ", ".join(_name(n) for n in o.nodes)
+    de = ", ".join(f"{_name(a)}->{_name(c)}" for a, c in o.directed)
+    be = ", ".join(f"{_name(a)}<->{_name(c)}" for a, c in o.bidirected)
     if g.kind is GraphClass.ADMG:
         return (f"Given an ADMG (acyclic directed mixed graph) with nodes {names}, "
                 f"{'directed edges ' + de if de else 'no directed edges'} and "

@@ -3,9 +3,37 @@ words, and quoting a node name for a text format."""
 
 from __future__ import annotations
 
-from calver.verifier.graph import GraphError
+from dataclasses import dataclass
+
+from calver.verifier.graph import CausalGraph, GraphError
 
 MAX_EDGES = 50_000
+
+
+@dataclass(frozen=True)
+class RenderOrder:
+    """The order in which a renderer lists a graph's nodes and edges (a prompt need not list them sorted, and
+    CLEAR's do not). ``order_of(g)`` without one: the graph's node order and sorted edges, as always."""
+
+    nodes: tuple[str, ...]
+    directed: tuple[tuple[str, str], ...]
+    bidirected: tuple[tuple[str, str], ...] = ()
+
+    def check(self, g: CausalGraph) -> "RenderOrder":
+        """Itself, when it lists exactly ``g``'s nodes and edges, each once; else GraphError."""
+        bi = tuple((a, b) if a <= b else (b, a) for a, b in self.bidirected)  # as the graph keys them
+        for what, got, want in (("nodes", self.nodes, g.nodes), ("directed edges", self.directed, g.directed),
+                                ("bidirected edges", bi, g.bidirected)):
+            if len(got) != len(set(got)) or set(got) != set(want):
+                raise GraphError(f"render order: its {what} are not the graph's, each once")
+        return RenderOrder(tuple(self.nodes), tuple((a, b) for a, b in self.directed), bi)
+
+
+def order_of(g: CausalGraph, order: RenderOrder | None = None) -> RenderOrder:
+    """``order`` checked against ``g``, or the default order (node order, sorted edges)."""
+    if order is None:
+        return RenderOrder(g.nodes, tuple(sorted(g.directed)), tuple(sorted(g.bidirected)))
+    return order.check(g)
 
 
 class ParseError(GraphError):

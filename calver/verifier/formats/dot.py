@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from calver.verifier.formats.common import MAX_EDGES, ParseError, bad_token, where
+from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder, bad_token, order_of, where
 from calver.verifier.graph import CausalGraph
 
 _TOK = re.compile(r"""(?P<ws>\s+)|(?P<com>//[^\n]*|\#[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
@@ -142,9 +142,10 @@ def _edge(x, y, op, a, text, d, b):
         d.append((x, y))
 
 
-def render(g: CausalGraph) -> str:
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    o = order_of(g, order)
     q = {n: '"' + n.replace("\\", "\\\\").replace('"', '\\"') + '"' for n in g.nodes}.__getitem__
-    lines = ["digraph G {"] + [f"  {q(n)};" for n in g.nodes]
-    lines += [f"  {q(a)} -> {q(c)};" for a, c in sorted(g.directed)]
-    lines += [f"  {q(a)} -> {q(c)} [dir=both, style=dashed];" for a, c in sorted(g.bidirected)]
+    lines = ["digraph G {"] + [f"  {q(n)};" for n in o.nodes]
+    lines += [f"  {q(a)} -> {q(c)};" for a, c in o.directed]
+    lines += [f"  {q(a)} -> {q(c)} [dir=both, style=dashed];" for a, c in o.bidirected]
     return "\n".join(lines + ["}"])

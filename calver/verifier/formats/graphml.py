@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from calver.verifier.formats.common import ParseError, edge_type
+from calver.verifier.formats.common import ParseError, RenderOrder, edge_type, order_of
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 
 _HEAD = re.compile(r"<(?:\?xml|graphml\b|!--)", re.I)
@@ -75,7 +75,8 @@ def parse(text: str, hint=None):
     return nodes, d, b, declared
 
 
-def render(g: CausalGraph) -> str:
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    o = order_of(g, order)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              '<graphml xmlns="http://graphml.graphdrawing.org/xmlns">',
              '  <key id="kind" for="graph" attr.name="kind" attr.type="string"/>',
@@ -86,8 +87,8 @@ def render(g: CausalGraph) -> str:
     if bad is not None:
         raise GraphError(f"node name {bad!r} holds a character XML cannot express")
     qa = {n: '"' + n.translate(_XML_ATTR) + '"' for n in g.nodes}  # no xml.sax: it imports urllib
-    lines += [f"    <node id={qa[n]}/>" for n in g.nodes]
-    for edges, t in ((sorted(g.directed), "directed"), (sorted(g.bidirected), "bidirected")):
+    lines += [f"    <node id={qa[n]}/>" for n in o.nodes]
+    for edges, t in ((o.directed, "directed"), (o.bidirected, "bidirected")):
         lines += [f'    <edge source={qa[a]} target={qa[c]}><data key="type">{t}</data></edge>'
                   for a, c in edges]
     return "\n".join(lines + ["  </graph>", "</graphml>"])

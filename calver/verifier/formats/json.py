@@ -13,7 +13,7 @@ import json
 import re
 
 from calver.verifier.formats import arrows, matrix
-from calver.verifier.formats.common import ParseError, bad_token, edge_type
+from calver.verifier.formats.common import ParseError, RenderOrder, bad_token, edge_type, order_of
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 
 _PY_TOK = re.compile(r"""(?P<ws>\s+)|(?P<s>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')|(?P<p>[\[\](){},:])
@@ -164,15 +164,23 @@ def parse(text: str, hint=None):
     return _from_obj(_load(text, True))
 
 
-def render(g: CausalGraph) -> str:
-    return json.dumps({"kind": g.kind.value, "nodes": list(g.nodes), "edges": [list(e) for e in sorted(g.directed)],
-                       "bidirected": [list(e) for e in sorted(g.bidirected)]}, ensure_ascii=False)
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    o = order_of(g, order)
+    return json.dumps({"kind": g.kind.value, "nodes": list(o.nodes), "edges": [list(e) for e in o.directed],
+                       "bidirected": [list(e) for e in o.bidirected]}, ensure_ascii=False)
 
 
-def render_parents(g: CausalGraph) -> str:
+def render_parents(g: CausalGraph, order: RenderOrder | None = None) -> str:
     clash = next((n for n in g.nodes if n.lower() in _STRUCT_KEYS), None)
     if clash is not None:  # the reader would take the map for an object with nodes/edges keys
         raise GraphError(f"node name {clash!r} cannot be rendered as json_parents (a reserved key); use json")
     mixed = bool(g.bidirected) or g.kind is GraphClass.ADMG
-    return json.dumps({n: {"parents": sorted(g.parents(n)), **({"spouses": sorted(g.siblings(n))} if mixed else {})}
-                       for n in g.nodes}, ensure_ascii=False)
+    o = order_of(g, order)
+    if order is None:
+        parents = {n: sorted(g.parents(n)) for n in g.nodes}
+        spouses = {n: sorted(g.siblings(n)) for n in g.nodes}
+    else:  # each list in the order its edges come
+        parents = {n: [a for a, c in o.directed if c == n] for n in g.nodes}
+        spouses = {n: [a if c == n else c for a, c in o.bidirected if n in (a, c)] for n in g.nodes}
+    return json.dumps({n: {"parents": parents[n], **({"spouses": spouses[n]} if mixed else {})}
+                       for n in o.nodes}, ensure_ascii=False)

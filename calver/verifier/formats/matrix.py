@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from calver.verifier.formats.common import ParseError, bad_token, quote_name
+from calver.verifier.formats.common import ParseError, RenderOrder, bad_token, order_of, quote_name
 from calver.verifier.graph import CausalGraph
 
 _CELL_TOK = re.compile(r"""(?P<q>"[^"\n]*"|'[^'\n]*')|(?P<c>[^\s,;|"']+)|(?P<s>[\s,;|]+)|(?P<bad>.)""")
@@ -110,6 +110,7 @@ def _cell(n: str) -> str:
     return quote_name(n, bool(_BARE_CELL.fullmatch(n)) and not _NUM.fullmatch(n) and ":" not in n and slot_safe(n))
 
 
-def render(g: CausalGraph) -> str:
-    return "\n".join([" ".join(map(_cell, g.nodes))] + [" ".join([_cell(a)] + [
-        str(((a, c) in g.directed) + 2 * g.has_edge(a, c, "<->")) for c in g.nodes]) for a in g.nodes])
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    nodes = order_of(g, order).nodes  # rows and columns; a matrix has no edge order
+    return "\n".join([" ".join(map(_cell, nodes))] + [" ".join([_cell(a)] + [
+        str(((a, c) in g.directed) + 2 * g.has_edge(a, c, "<->")) for c in nodes]) for a in nodes])

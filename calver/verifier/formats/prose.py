@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from itertools import accumulate, combinations
 
-from calver.verifier.formats.common import MAX_EDGES, ParseError
+from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder, order_of
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.memo import memoized
 
@@ -196,9 +196,10 @@ def _name(n: str) -> str:
                      "(newline, over 200 characters, or both \" and ”)")
 
 
-def render(g: CausalGraph) -> str:
-    names = [_name(n) for n in g.nodes]
+def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+    o = order_of(g, order)
+    names = [_name(n) for n in o.nodes]
     sents = [f"The variables are {', '.join(names[:-1]) + ' and ' if names[:-1] else ''}{names[-1]}."]
-    sents += [f"{_name(a)} causes {_name(c)}." for a, c in sorted(g.directed)]
-    sents += [f"{_name(a)} and {_name(c)} share a hidden common cause." for a, c in sorted(g.bidirected)]
+    sents += [f"{_name(a)} causes {_name(c)}." for a, c in o.directed]
+    sents += [f"{_name(a)} and {_name(c)} share a hidden common cause." for a, c in o.bidirected]
     return " ".join(sents)
