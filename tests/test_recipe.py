@@ -35,6 +35,8 @@ def test_the_shipped_recipe_loads_and_smoke_shrinks_it():
     ({"heldout_n": 0}, "heldout_n"),
     ({"backend": "tpu"}, "backend"),
     ({"sft_overrides": ["max_steps", "3"]}, "sft_overrides"),
+    ({"continue_mix": ["configs/gen/training-mix-2.yaml"]}, "continue_mix' and 'continue_sft"),
+    ({"continue_mix": ["no/such.yaml"], "continue_sft": ["configs/sft/smollm2-135m-continue.yaml"]}, "continue_mix"),
 ])
 def test_bad_settings_name_the_field(changes, field):
     with pytest.raises(ConfigError, match=field):
@@ -83,6 +85,62 @@ def test_the_recipe_runs_at_smoke_size_and_resumes(tmp_path):
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stderr.count("finished before") == 4
+
+
+@require_modules("safetensors")  # the stages fingerprint the weights they start from
+def test_continued_sft_stages_each_train_on_their_mix_from_the_policy_before(tmp_path, monkeypatch):
+    """continue_mix / continue_sft: the data stage makes and checks one clean mix per stage; sft2 starts from the
+    SFT policy on mix2, sft3 from sft2 on mix3; a retrained start makes its continuation run again."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    import calver.demo.recipe as R
+
+    ran = []
+
+    def fake(argv, log, ok=(0,)):
+        ran.append(list(argv))
+        if "--output_dir" in argv:
+            out = Path(argv[argv.index("--output_dir") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            save_file({"w": np.array([len(ran)])}, str(out / "model.safetensors"))
+        if "--clean_out" in argv:
+            out = Path(argv[argv.index("--clean_out") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "manifest.json").write_text(json.dumps({"content_hash": out.name}))
+        elif argv[3] == "gen" and "heldout" in argv[argv.index("--out") + 1]:
+            out = Path(argv[argv.index("--out") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "manifest.json").write_text(json.dumps({"content_hash": out.name}))
+        return 0
+
+    monkeypatch.setattr(R, "run_logged", fake)
+    mixes = ["configs/gen/training-mix-2.yaml", "configs/gen/training-mix.yaml"]
+    sfts = ["configs/sft/smollm2-135m-continue.yaml", "configs/sft/smollm2-135m-full.yaml"]
+    r = Recipe(RecipeConfig(out=str(tmp_path), continue_mix=mixes, continue_sft=sfts), log=lambda m: None)
+    mix_dirs, splits = r.data_stage()
+    assert [d.name for d in mix_dirs] == ["mix", "mix2", "mix3"]
+    gens = [c for c in ran if c[3] == "gen" and "mix" in c[c.index("--out") + 1]]
+    assert [c[c.index("--config") + 1] for c in gens] == ["configs/gen/training-mix.yaml", *mixes]
+    checks = [c for c in ran if c[3] == "contamination"]
+    assert len(checks) == 6 and all("--against" in c for c in checks)
+    base = tmp_path / "base"
+    base.mkdir()
+    r.sft_stage(str(base), mix_dirs[0])
+    for i, (recipe, mix) in enumerate(zip(sfts, mix_dirs[1:]), start=2):
+        r.sft_stage(list(r.policies.values())[-1][0], mix, f"sft{i}", recipe)
+    trains = [c for c in ran if c[3:5] == ["train", "sft"]]
+    starts = [c[c.index("--model_name_or_path") + 1] for c in trains]
+    assert starts == [str(base), str(tmp_path / "sft"), str(tmp_path / "sft2")]
+    assert [c[c.index("--dataset_path") + 1] for c in trains] == [str(d / "sft.jsonl") for d in mix_dirs]
+    assert [c[c.index("--config") + 1] for c in trains][1:] == sfts
+    assert list(r.policies) == ["sft", "sft2", "sft3"]
+    n = len(ran)
+    r.sft_stage(str(tmp_path / "sft"), mix_dirs[1], "sft2", sfts[0])  # same start: reused
+    assert len(ran) == n
+    save_file({"w": np.array([-1])}, str(tmp_path / "sft" / "model.safetensors"))
+    r.sft_stage(str(tmp_path / "sft"), mix_dirs[1], "sft2", sfts[0])  # new start weights: runs again
+    assert len(ran) == n + 1
 
 
 def test_rft_and_grpo_stages_chain_the_policies(tmp_path, monkeypatch):

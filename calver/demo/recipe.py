@@ -5,6 +5,8 @@
    a ``calver bench`` suite or a held-out split holds (up to renaming) are dropped (``calver contamination
    --against ... --clean_out``), and the clean mix must then check clean;
 3. ``sft``: ``calver train sft`` on the mix's rows (resumed from its last checkpoint after an interruption);
+   then ``sft2``, ``sft3`` ...: one continued SFT stage per ``continue_mix`` / ``continue_sft`` pair, each on
+   its own mix (checked like the first) from the policy before it (a curriculum);
 4. ``rft`` (optional): ``calver train rft`` on the mix's problems, from the SFT policy;
 5. ``grpo`` (optional): ``calver train grpo`` on the mix's GRPO prompts, from the last policy;
 6. ``eval``: pools of every policy on every held-out split (``calver sample``; the untrained base with a
@@ -31,7 +33,7 @@ from calver.config import ConfigError, add_command
 from calver.demo.recipe_config import RecipeConfig, load_recipe_config
 from calver.demo.report import weights_digest
 
-TRAINING_STAGES = ("model", "data", "sft", "rft", "grpo")
+TRAINING_STAGES = ("model", "data", "sft", "rft", "grpo")  # and the continued SFT stages, sft2 ...
 
 
 class StageFailed(RuntimeError):
@@ -120,44 +122,56 @@ class Recipe:
         self.policies["base"] = (str(path), None)
         return str(path)
 
-    def data_stage(self) -> tuple[Path, list[Path]]:
+    def data_stage(self) -> tuple[list[Path], list[Path]]:
+        """The held-out splits, and the training mixes (the first, then one per continued SFT stage)."""
         cfg, data = self.cfg, self.run / "data"
-        raw, mix = data / "mix-raw", data / "mix"
+        mixes = [data / "mix"] + [data / f"mix{i}" for i in range(2, len(cfg.continue_mix) + 2)]
         splits = [data / Path(h).stem for h in cfg.heldout]
         size = ["--n", str(cfg.heldout_n)] if cfg.heldout_n else []
         held = [_cli("gen", "--config", h, "--out", str(d), *cfg.heldout_overrides, *size)
                 for h, d in zip(cfg.heldout, splits)]
-        gen = _cli("gen", "--config", cfg.mix, "--out", str(raw), *cfg.mix_overrides)
         # the held-out splits' graphs count as evaluation items too: no training graph is isomorphic to one
         against = ["--against", *map(str, splits)]
-        check = _cli("contamination", "--train", str(raw), "--suite", cfg.suite, *against, "--clean_out", str(mix))
-        recheck = _cli("contamination", "--train", str(mix), "--suite", cfg.suite, *against)
+        mixing = []
+        for conf, mix in zip([cfg.mix, *cfg.continue_mix], mixes):
+            raw = mix.with_name(mix.name + "-raw")
+            mixing.append((_cli("gen", "--config", conf, "--out", str(raw), *cfg.mix_overrides),
+                           _cli("contamination", "--train", str(raw), "--suite", cfg.suite, *against,
+                                "--clean_out", str(mix)),
+                           _cli("contamination", "--train", str(mix), "--suite", cfg.suite, *against)))
 
         def body():
-            for cmd in [*held, gen]:
+            for cmd in held:
                 run_logged(cmd, self.logs("data"))
-            run_logged(check, self.logs("data"), ok=(0, 1))  # 1: matches found, dropped from the clean copy
-            run_logged(recheck, self.logs("data"))  # the clean copy must check clean
-            hashes = {str(d): json.loads((d / "manifest.json").read_text())["content_hash"] for d in [mix, *splits]}
+            for gen, check, recheck in mixing:
+                run_logged(gen, self.logs("data"))
+                run_logged(check, self.logs("data"), ok=(0, 1))  # 1: matches found, dropped from the clean copy
+                run_logged(recheck, self.logs("data"))  # the clean copy must check clean
+            hashes = {str(d): json.loads((d / "manifest.json").read_text())["content_hash"] for d in [*mixes, *splits]}
             return {"content_hashes": hashes}
 
-        configs = [_file_text(p) for p in [cfg.mix, *cfg.heldout]]
-        self.stage("data", [*held, gen, check, recheck], body, settings=configs)
-        return mix, splits
+        configs = [_file_text(p) for p in [cfg.mix, *cfg.heldout, *cfg.continue_mix]]
+        self.stage("data", [*held, *(c for m in mixing for c in m)], body, settings=configs)
+        return mixes, splits
 
-    def sft_stage(self, base: str, mix: Path) -> None:
-        cfg, out = self.cfg, self.run / "sft"
-        cmd = _cli("train", "sft", "--config", cfg.sft, "--dataset_path", str(mix / "sft.jsonl"),
+    def sft_stage(self, base: str, mix: Path, name: str = "sft", recipe: str | None = None) -> None:
+        """SFT ``name`` on ``mix``'s rows from ``base`` (a continued stage: the policy before it)."""
+        cfg, out = self.cfg, self.run / name
+        recipe = recipe or cfg.sft
+        cmd = _cli("train", "sft", "--config", recipe, "--dataset_path", str(mix / "sft.jsonl"),
                    "--model_name_or_path", base, "--output_dir", str(out), *cfg.sft_overrides)
 
         def body():
             last = _last_checkpoint(out)
-            run_logged(cmd + (["--resume_from_checkpoint", str(last)] if last else []), self.logs("sft"))
+            run_logged(cmd + (["--resume_from_checkpoint", str(last)] if last else []), self.logs(name))
             return {"policy": _policy_files(out)}
 
         data = self.records["data"]["content_hashes"]  # new training rows: train again
-        self.stage("sft", [cmd], body, settings=[_file_text(cfg.sft), data])
-        self.policies["sft"] = _policy(out, base)
+        settings = [_file_text(recipe), data]
+        if name != "sft":  # a continued stage whose start was retrained runs again
+            settings.append(_policy_files(Path(base)))
+        self.stage(name, [cmd], body, settings=settings)
+        self.policies[name] = _policy(out, base)
 
     def rft_stage(self, mix: Path) -> None:
         cfg, out = self.cfg, self.run / "rft"
@@ -227,8 +241,14 @@ class Recipe:
         (self.run / "recipe.json").write_text(json.dumps(self.cfg.to_dict(), indent=2))
         t0 = time.time()
         base = self.model_stage()
-        mix, splits = self.data_stage()
-        self.sft_stage(base, mix)
+        mixes, splits = self.data_stage()
+        self.sft_stage(base, mixes[0])
+        for i, (recipe, mix_i) in enumerate(zip(self.cfg.continue_sft, mixes[1:]), start=2):
+            model, adapter = list(self.policies.values())[-1]
+            if adapter is not None:
+                raise ConfigError("a continued SFT stage starts from a full model; merge the adapter first")
+            self.sft_stage(model, mix_i, f"sft{i}", recipe)
+        mix = mixes[-1]
         if self.cfg.rft:
             self.rft_stage(mix)
         if self.cfg.grpo:
@@ -237,7 +257,7 @@ class Recipe:
         return self.write_summary(time.time() - t0, splits)
 
     def write_summary(self, wall: float, splits: list[Path]) -> dict[str, Any]:
-        train_s = sum(r["seconds"] for n, r in self.records.items() if n in TRAINING_STAGES)
+        train_s = sum(r["seconds"] for n, r in self.records.items() if n in TRAINING_STAGES or n.startswith("sft"))
         summary = {
             "config": self.cfg.to_dict(),
             "stages": {n: {k: v for k, v in r.items() if k != "key"} for n, r in self.records.items()},

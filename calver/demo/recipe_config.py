@@ -36,7 +36,13 @@ class RecipeConfig:
     suite: str = cfg_field("paper", help="calver bench suite the training mix is checked against (contamination); "
                            "matched problems are dropped before training")
     sft: str = cfg_field("configs/sft/smollm2-135m-full.yaml", help="calver train sft recipe")
-    sft_overrides: list[str] = cfg_field(help="--field value pairs for calver train sft", default_factory=list)
+    sft_overrides: list[str] = cfg_field(help="--field value pairs for calver train sft (every SFT stage)",
+                                         default_factory=list)
+    continue_mix: list[str] = cfg_field(help="calver gen configs of further training mixes, one per continued SFT "
+                                        "stage (a curriculum: each continues the policy before it)",
+                                        default_factory=list)
+    continue_sft: list[str] = cfg_field(help="calver train sft recipes of the continued SFT stages, aligned with "
+                                        "continue_mix (their policies are sft2, sft3, ...)", default_factory=list)
     rft: str | None = cfg_field(None, help="calver train rft recipe, started from the SFT policy (null: no RFT)")
     rft_overrides: list[str] = cfg_field(help="--field value pairs for calver train rft", default_factory=list)
     grpo: str | None = cfg_field(None, help="calver train grpo recipe, started from the last policy (null: none)")
@@ -68,10 +74,15 @@ class RecipeConfig:
             raise ConfigError("field 'eval_seeds' must list at least one seed")
         if self.backend not in ("auto", "vllm", "hf"):
             raise ConfigError(f"field 'backend' must be auto, vllm or hf, got {self.backend!r}")
-        for name in ("mix", "sft", "rft", "grpo", *(f"heldout[{i}]" for i in range(len(self.heldout)))):
-            path = self.heldout[int(name[8:-1])] if name.startswith("heldout[") else getattr(self, name)
-            if path is not None and not Path(path).is_file():
-                raise ConfigError(f"field {name.split('[')[0]!r}: no config file {path}")
+        if len(self.continue_mix) != len(self.continue_sft):
+            raise ConfigError(f"fields 'continue_mix' and 'continue_sft' must list as many configs, got "
+                              f"{len(self.continue_mix)} and {len(self.continue_sft)}")
+        files = {"mix": [self.mix], "sft": [self.sft], "rft": [self.rft], "grpo": [self.grpo],
+                 "heldout": self.heldout, "continue_mix": self.continue_mix, "continue_sft": self.continue_sft}
+        for name, paths in files.items():
+            for path in paths:
+                if path is not None and not Path(path).is_file():
+                    raise ConfigError(f"field {name!r}: no config file {path}")
         for name in ("mix_overrides", "heldout_overrides", "sft_overrides", "rft_overrides", "grpo_overrides"):
             items = getattr(self, name)
             if any(not isinstance(v, str) for v in items) or (items and not items[0].startswith("--")):
