@@ -43,7 +43,7 @@ def test_filters_a_dataset_by_problem_id():
 def test_unknown_problem_in_pool_is_an_error(tmp_path):
     pool = _pool(tmp_path)
     (pool.root / "problems.jsonl").write_text("")
-    with pytest.raises(ValueError, match="unknown problem"):
+    with pytest.raises(ValueError, match="problem 'same', which problems.jsonl lacks"):
         mixed_problem_ids(str(pool.root), RewardSpec("fraction"))
 
 

@@ -19,17 +19,23 @@ from calver.verifier import score
 
 def mixed_problem_ids(pool_dir: str, spec: RewardSpec) -> tuple[set[str], dict[str, int]]:
     """Ids of the pool's problems whose candidates get at least two different rewards, and counts
-    (``problems``, ``mixed``, ``all_same``). Each candidate is scored against its problem's source."""
-    from calver.infer.pool import Pool
+    (``problems``, ``mixed``, ``all_same``). The bits come from the pool's score table (scored once, stored
+    beside it) where they were grounded; a candidate the firewall view cannot ground is scored on its source."""
+    from calver.infer.pool import Pool, PoolError
+    from calver.infer.score_table import score_table
 
     pool = Pool(pool_dir)
     problems = pool.problems()
+    try:
+        table = score_table(pool)
+    except PoolError as e:
+        raise ValueError(str(e)) from None  # names the pool and what is wrong with it
     rewards: dict[str, set[float]] = defaultdict(set)
     for row in pool.candidate_rows():
-        pid = row["problem_id"]
-        if pid not in problems:
-            raise ValueError(f"pool {pool_dir}: candidate of unknown problem {pid!r}")
-        verdict = score(row["text"], problems[pid])
+        pid = row["problem_id"]  # the table has checked that every candidate's problem is in the pool
+        verdict = table.candidate(pid, int(row["seed"]), int(row["candidate_index"]))
+        if not verdict.grounded:
+            verdict = score(row["text"], problems[pid])
         rewards[pid].add(spec.value(verdict.bits))
     mixed = {pid for pid, values in rewards.items() if len(values) > 1}
     return mixed, {"problems": len(rewards), "mixed": len(mixed), "all_same": len(rewards) - len(mixed)}
