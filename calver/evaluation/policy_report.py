@@ -30,6 +30,7 @@ from calver.evaluation.baselines import HEURISTICS, heuristic_answers
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
 from calver.evaluation.grading import is_correct
 from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
+from calver.evaluation.report import ci_text
 from calver.evaluation.units import UnitFacts
 from calver.verifier import SLOTS, get_family
 
@@ -102,22 +103,15 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
     }
 
 
-def _ci(r: dict[str, Any], signed: bool = False) -> str:
-    if not r or "estimate" not in r:
-        return "–"
-    f = "{:+.1f}" if signed else "{:.1f}"
-    return f"{f.format(100 * r['estimate'])} [{f.format(100 * r['ci_low'])}, {f.format(100 * r['ci_high'])}]"
-
-
 def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
     """The report as markdown tables (percentages, 95% clustered CIs in brackets)."""
     lines = ["| policy | candidates | parse | 6/6 | valid answers | CALVER pick | coverage | rule agreement |",
              "|---|---:|---|---|---|---|---|---|"]
     for name, r in reports.items():
         s = r["stats"]
-        lines.append(f"| {name} | {s['n_candidates']} | {_ci(s['parse_rate'])} | {_ci(s['six_rate'])} | "
-                     f"{_ci(s['valid_rate'])} | {_ci(s['calver'])} | {_ci(s['coverage'])} | "
-                     f"{_ci(r['rule_agreement'])} |")
+        lines.append(f"| {name} | {s['n_candidates']} | {ci_text(s['parse_rate'])} | {ci_text(s['six_rate'])} | "
+                     f"{ci_text(s['valid_rate'])} | {ci_text(s['calver'])} | {ci_text(s['coverage'])} | "
+                     f"{ci_text(r['rule_agreement'])} |")
     lines += ["", "Per-bit pass rates (%):", "", "| policy | " + " | ".join(SLOTS) + " |",
               "|---|" + "---:|" * len(SLOTS)]
     for name, r in reports.items():
@@ -128,9 +122,9 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
               "random subset |", "|---|---|---:|---|---|---|---|---|---|"]
     for name, r in reports.items():
         for task, t in r["per_task"].items():
-            lines.append(f"| {name} | {task} | {t['n_units']} | {_ci(t['graph'])} | {_ci(t['six_rate'])} | "
-                         f"{_ci(t['valid_rate'])} | {_ci(t['rule_agreement'])} | {_ci(t['family_rule'])} | "
-                         f"{_ci(t['random_subset'])} |")
+            lines.append(f"| {name} | {task} | {t['n_units']} | {ci_text(t['graph'])} | {ci_text(t['six_rate'])} | "
+                         f"{ci_text(t['valid_rate'])} | {ci_text(t['rule_agreement'])} | {ci_text(t['family_rule'])} | "
+                         f"{ci_text(t['random_subset'])} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
               "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
               "|---|---|---|---|---:|"]
@@ -138,7 +132,7 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
         for h, b in r["baselines"].items():
             if b.get("n_units") == 0:
                 continue
-            lines.append(f"| {name} | {h} | {_ci(b['baseline'])} | {_ci(b['policy_minus_baseline'], True)} | "
+            lines.append(f"| {name} | {h} | {ci_text(b['baseline'])} | {ci_text(b['policy_minus_baseline'], True)} | "
                          f"{b['baseline']['n_units']} |")
     lines += ["", "Shuffled-problem control (candidates graded against another problem of their family):", "",
               "| policy | valid own | valid shuffled | own − shuffled | 6/6 own | 6/6 shuffled |",
@@ -149,14 +143,15 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
             lines.append(f"| {name} | {sh['error']} | | | | |")
             continue
         v, six = sh["valid_rate"], sh["six_rate"]
-        lines.append(f"| {name} | {_ci(v['own'])} | {_ci(v['shuffled'])} | {_ci(v['own_minus_shuffled'], True)} | "
-                     f"{_ci(six['own'])} | {_ci(six['shuffled'])} |")
+        lines.append(f"| {name} | {ci_text(v['own'])} | {ci_text(v['shuffled'])} | "
+                     f"{ci_text(v['own_minus_shuffled'], True)} | {ci_text(six['own'])} | {ci_text(six['shuffled'])} |")
     if comparisons:
         lines += ["", "Paired differences over shared units (b − a, percentage points):", "",
                   "| a → b | units | 6/6 | valid answers | CALVER pick | coverage |", "|---|---:|---|---|---|---|"]
         for pair, c in comparisons.items():
-            lines.append(f"| {pair} | {c['n_units']} | {_ci(c['six_rate'], True)} | {_ci(c['valid_rate'], True)} | "
-                         f"{_ci(c['calver'], True)} | {_ci(c['coverage'], True)} |")
+            lines.append(f"| {pair} | {c['n_units']} | {ci_text(c['six_rate'], True)} | "
+                         f"{ci_text(c['valid_rate'], True)} | {ci_text(c['calver'], True)} | "
+                         f"{ci_text(c['coverage'], True)} |")
     return "\n".join(lines) + "\n"
 
 

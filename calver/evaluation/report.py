@@ -26,7 +26,7 @@ def pct(x: Any, signed: bool = False) -> str:
 
 def ci_text(r: Interval | Mapping[str, Any] | None, signed: bool = False) -> str:
     """``estimate [low, high]`` in percent (an :class:`Interval`, or the dict a bootstrap returns)."""
-    if not r:
+    if not r or (not isinstance(r, Interval) and "estimate" not in r):  # absent, or {"n_units": 0}
         return "n/a"
     if isinstance(r, Interval):
         return f"{pct(r.estimate, signed)} [{pct(r.ci_low, signed)}, {pct(r.ci_high, signed)}]"
