@@ -128,3 +128,36 @@ def test_gen_rationale_rows_and_their_manifest(tmp_path):
     assert (tmp_path / "clean" / "sft.jsonl").read_text() == (out / "sft.jsonl").read_text()
     assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--out", str(tmp_path / "x"),
                  "--rationale", "maybe"]) == 2
+
+
+def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
+    """check_lookups: the canonical rationales' lookups are all exact; a lookup that names an edge the graph
+    lacks, misses one, or names a node the graph lacks is counted as such; policy-report sums them per pool."""
+    from fixtures import build_pool
+
+    from calver.data_gen.rationales import LookupCheck, check_lookups
+    from calver.evaluation.policy_report import rationale_lookups
+    from calver.evaluation.units import load_units
+
+    probs = [p for p in _problems("backdoor_set", n=16) if p.graph.parents(get_family(p.task).normalize_query(p)
+                                                                          ["treatment"])]
+    total = LookupCheck()
+    for p in probs:
+        total += check_lookups(canonical_trace(p, "rule", 0, rationale=True), p.graph)
+    assert total.lookups == total.exact == len(probs) and total.listed == total.listed_true == total.true
+    g = probs[0].graph
+    x = get_family("backdoor_set").normalize_query(probs[0])["treatment"]
+    parents = sorted(g.parents(x))
+    fake = next(n for n in g.nodes if n != x and n not in parents and (n, x) not in g.directed)
+    wrong = f"Rule: ... Edges into {x}: {fake} -> {x}.\n\nSTRATEGY: {{}}"
+    assert check_lookups(wrong, g) == LookupCheck(1, 0, 1, 0, 0, len(parents))
+    assert check_lookups("Edges into nowhere: none.\n", g) == LookupCheck(1, 0, 0, 0, 0, 0)
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, "rule", 0, rationale=True), wrong])
+                                               for p in probs[:1]] + [(p, 0, [canonical_trace(p, "rule", 0)])
+                                                                      for p in probs[1:3]], raw_texts=True)
+    got = rationale_lookups(load_units(pool.root))
+    assert got["lookups"] == 2 and got["exact"] == 0.5 and got["in_graph"] == pytest.approx(len(parents) /
+                                                                                            (len(parents) + 1))
+    plain = build_pool(str(tmp_path / "plain"), [(p, 0, [canonical_trace(p, "rule", 0)]) for p in probs[:2]],
+                       raw_texts=True)
+    assert rationale_lookups(load_units(plain.root)) is None

@@ -22,6 +22,8 @@ GRAPH line lists them (sorted, or the prompt's order under ``shuffle_order``).
 
 from __future__ import annotations
 
+import re
+from dataclasses import astuple, dataclass
 from typing import Any, Callable, Mapping
 
 from calver.data_gen.prompts import render_order
@@ -126,3 +128,41 @@ def with_rationale(trace: str, rationale: str | None) -> str:
     if not sep:
         raise ValueError("with_rationale: the trace has no STRATEGY line")
     return f"{head}\n\n{rationale}\n\nSTRATEGY:{tail}"
+
+
+# ---- reading a policy's rationales back ------------------------------------------------------------
+_LOOKUP = re.compile(r"Edges (into|out of) (.+?): (.+?)\.(?= Edges |\n|$)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class LookupCheck:
+    """The edge lookups of the rationales in some traces, checked against their graphs: ``lookups`` stated,
+    ``exact`` of them listing exactly the node's edges; ``listed`` edges, ``listed_true`` of them the node's,
+    ``in_graph`` of them in the graph at all; ``true``: the node's edges over all lookups."""
+
+    lookups: int = 0
+    exact: int = 0
+    listed: int = 0
+    listed_true: int = 0
+    in_graph: int = 0
+    true: int = 0
+
+    def __add__(self, other: "LookupCheck") -> "LookupCheck":
+        return LookupCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
+    """Each ``Edges into X: ...`` / ``Edges out of X: ...`` a trace's rationale states, against ``g`` (a node
+    that is not in ``g``: a lookup that is never exact). Names are read as written, unquoted."""
+    out = LookupCheck()
+    for kind, node, text in _LOOKUP.findall(trace):
+        listed = set() if text == "none" else {tuple(e.split(" -> ", 1)) for e in text.split(", ")}
+        if node not in g.nodes:
+            true: set[tuple[str, ...]] = set()
+        elif kind == "into":
+            true = {(p, node) for p in g.parents(node)}
+        else:
+            true = {(node, c) for c in g.children(node)}
+        out += LookupCheck(1, int(node in g.nodes and listed == true), len(listed), len(listed & true),
+                           sum(1 for e in listed if len(e) == 2 and e in g.directed), len(true))
+    return out

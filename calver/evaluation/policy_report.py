@@ -30,7 +30,7 @@ from calver.evaluation.baselines import HEURISTICS, heuristic_answers
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
 from calver.evaluation.grading import is_correct
 from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
-from calver.evaluation.report import ci_text
+from calver.evaluation.report import ci_text, pct
 from calver.evaluation.units import UnitFacts
 from calver.verifier import SLOTS, get_family
 
@@ -90,6 +90,25 @@ def per_task(units: Sequence[UnitFacts], *, draws: int, seed: int) -> dict[str, 
     return out
 
 
+def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
+    """How well the rationales' edge lookups (``Edges into X: ...``, :mod:`calver.data_gen.rationales`) match the
+    source graph: lookups stated, the share exact, the precision and recall of the listed edges and the share of
+    listed edges that are in the graph at all; None when no candidate states one."""
+    from calver.data_gen.rationales import LookupCheck, check_lookups
+
+    total = LookupCheck()
+    for u in units:
+        if u.grading_problem is not None and u.grading_problem.graph is not None:
+            for text in u.texts:
+                total += check_lookups(text, u.grading_problem.graph)
+    if not total.lookups:
+        return None
+    share = lambda a, b: a / b if b else float("nan")  # noqa: E731
+    return {"lookups": total.lookups, "exact": share(total.exact, total.lookups),
+            "precision": share(total.listed_true, total.listed), "recall": share(total.listed_true, total.true),
+            "in_graph": share(total.in_graph, total.listed)}
+
+
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
     """Everything :mod:`policy_report` says about one pool (JSON-ready)."""
     agree, cl = rule_agreement(units)
@@ -100,6 +119,7 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
         "shuffled": shuffled_control(units, shuffles=shuffles, seed=seed, draws=draws),
         "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
         "per_task": per_task(units, draws=draws, seed=seed),
+        "rationale_lookups": rationale_lookups(units),
     }
 
 
@@ -125,6 +145,15 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
             lines.append(f"| {name} | {task} | {t['n_units']} | {ci_text(t['graph'])} | {ci_text(t['six_rate'])} | "
                          f"{ci_text(t['valid_rate'])} | {ci_text(t['rule_agreement'])} | {ci_text(t['family_rule'])} | "
                          f"{ci_text(t['random_subset'])} |")
+    looked = {n: r["rationale_lookups"] for n, r in reports.items() if r.get("rationale_lookups")}
+    if looked:
+        lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
+                  "edges, of the node's edges):", "",
+                  "| policy | lookups | exact | listed edges right | node's edges listed | listed edges in the graph |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name, lk in looked.items():
+            lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {pct(lk['precision'])} | "
+                         f"{pct(lk['recall'])} | {pct(lk['in_graph'])} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
               "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
               "|---|---|---|---|---:|"]
