@@ -54,14 +54,26 @@ def rule_agreement(units: Sequence[UnitFacts]) -> tuple[list[float], list[str]]:
     return values, clusters
 
 
-def versus_baselines(units: Sequence[UnitFacts], *, draws: int, seed: int) -> dict[str, Any]:
+HeuristicGrades = list[tuple[UnitFacts, dict[str, bool]]]  # per unit: whether each heuristic's answer is valid
+
+
+def grade_heuristics(units: Sequence[UnitFacts]) -> HeuristicGrades:
+    """Each unit's answer-free heuristics, graded on its source once (the pool table and the per-family table
+    both read them)."""
+    out: HeuristicGrades = []
+    for u in units:
+        if u.grading_problem is not None:
+            answers = heuristic_answers(u.grading_problem)
+            out.append((u, {name: ans is not None and is_correct(u.grading_problem, ans)
+                            for name, ans in answers.items()}))
+    return out
+
+
+def versus_baselines(graded: HeuristicGrades, *, draws: int, seed: int) -> dict[str, Any]:
     """Per heuristic: its valid-answer rate on the units' problems and the policy's minus it, paired by unit."""
     out: dict[str, Any] = {}
-    per_unit = [(u, heuristic_answers(u.grading_problem)) for u in units if u.grading_problem is not None]
     for name in HEURISTICS:
-        rows = [(float(np.mean(u.correct)), float(ans.get(name) is not None and
-                                                   is_correct(u.grading_problem, ans[name])), u.source_id)
-                for u, ans in per_unit if name in ans]
+        rows = [(float(np.mean(u.correct)), float(valid[name]), u.source_id) for u, valid in graded if name in valid]
         if not rows:
             out[name] = {"n_units": 0}
             continue
@@ -71,18 +83,18 @@ def versus_baselines(units: Sequence[UnitFacts], *, draws: int, seed: int) -> di
     return out
 
 
-def per_task(units: Sequence[UnitFacts], *, draws: int, seed: int) -> dict[str, dict[str, Any]]:
+def per_task(graded: HeuristicGrades, *, draws: int, seed: int) -> dict[str, dict[str, Any]]:
     """Per task family: the GRAPH bit, 6/6, valid answers and rule agreement, beside the family rule's and a
     random subset's valid-answer rates on the same problems (which family a policy learned, which it did not)."""
-    by_task: dict[str, list[UnitFacts]] = {}
-    for u in units:
-        if u.grading_problem is not None:
-            by_task.setdefault(u.grading_problem.task, []).append(u)
+    by_task: dict[str, HeuristicGrades] = {}
+    for u, valid in graded:
+        by_task.setdefault(u.grading_problem.task, []).append((u, valid))
     out: dict[str, dict[str, Any]] = {}
-    for task, us in sorted(by_task.items()):
+    for task, rows in sorted(by_task.items()):
+        us = [u for u, _ in rows]
         stats = policy_stats(us, draws=draws, seed=seed)
         agree, cl = rule_agreement(us)
-        base = versus_baselines(us, draws=draws, seed=seed)
+        base = versus_baselines(rows, draws=draws, seed=seed)
         out[task] = {"n_units": len(us), "graph": stats["bit_graph"], "six_rate": stats["six_rate"],
                      "valid_rate": stats["valid_rate"],
                      "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
@@ -112,13 +124,14 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
     """Everything :mod:`policy_report` says about one pool (JSON-ready)."""
     agree, cl = rule_agreement(units)
+    graded = grade_heuristics(units)
     return {
         "stats": policy_stats(units, draws=draws, seed=seed),
-        "baselines": versus_baselines(units, draws=draws, seed=seed),
+        "baselines": versus_baselines(graded, draws=draws, seed=seed),
         "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
         "shuffled": shuffled_control(units, shuffles=shuffles, seed=seed, draws=draws),
         "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
-        "per_task": per_task(units, draws=draws, seed=seed),
+        "per_task": per_task(graded, draws=draws, seed=seed),
         "rationale_lookups": rationale_lookups(units),
     }
 
@@ -266,4 +279,5 @@ def add_commands(subparsers) -> None:
                 description=PolicyReportConfig.__doc__).set_defaults(func=_cli)
 
 
-__all__ = ["PolicyReportConfig", "report_pool", "rule_agreement", "run_report", "versus_baselines"]
+__all__ = ["PolicyReportConfig", "grade_heuristics", "report_pool", "rule_agreement", "run_report",
+           "versus_baselines"]
