@@ -69,7 +69,7 @@ def test_shuffled_prompts_and_traces_that_follow_them():
         order = render_order(b)
         assert order is not None and order.check(b.graph) == order
         unsorted += list(order.directed) != sorted(b.graph.directed)
-        trace = canonical_trace(b, "rule", 0, rationale=True)
+        trace = canonical_trace(b, "rule", 0, rationale="rule")
         graph_line = trace.split("\n", 1)[0]
         assert graph_line == "GRAPH: " + render_graph(b.graph, "arrows", order)
         assert score(trace, b).total == 6
@@ -80,7 +80,7 @@ def test_shuffled_prompts_and_traces_that_follow_them():
             assert mine == [e for e in listed if e in mine]  # the rationale reads them in GRAPH order
         # the order survives the JSON round trip, and the rows it writes with it
         back = Problem.from_dict(b.to_dict())
-        assert render_order(back) == order and canonical_trace(back, "rule", 0, rationale=True) == trace
+        assert render_order(back) == order and canonical_trace(back, "rule", 0, rationale="rule") == trace
         # a prompt rendered again in another encoding keeps the order
         from calver.data_gen.prompts import user_text
 
@@ -91,3 +91,19 @@ def test_shuffled_prompts_and_traces_that_follow_them():
     # the default draws no randomness for it: unchanged problems
     assert [p.to_dict() for p in generate("backdoor_set", 12, GenConfig(**base, shuffle_order=0.0))] == \
         [p.to_dict() for p in plain]
+
+
+@pytest.mark.parametrize("task", ["backdoor_set", "cycle_witness", "intervention_reachability", "ate_threshold"])
+def test_family_canonical_traces_list_the_graph_in_a_given_order(task):
+    """TaskFamily.canonical_trace(order=...): the GRAPH slot lists the nodes and edges in that order (each graph
+    family: node-set, path, decision, ATE), the trace still scores 6, and without one it is the sorted text."""
+    rng = random.Random(7)
+    fam = get_family(task)
+    for p in generate(task, 4, GenConfig(seed=3, n_nodes=(5, 7))):
+        g = fam.source_graph(p) if task == "ate_threshold" else p.graph
+        order = _shuffled(g, rng)
+        trace = fam.canonical_trace(p, order=order)
+        assert trace.split("\n", 1)[0] == "GRAPH: " + render_graph(g, "arrows", order)
+        assert trace.split("\n", 1)[1] == fam.canonical_trace(p).split("\n", 1)[1]
+        assert fam.canonical_trace(p).split("\n", 1)[0] == "GRAPH: " + g.to_text()
+        assert score(trace, p).total == 6

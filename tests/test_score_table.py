@@ -24,6 +24,7 @@ from calver.infer.score_table import (
     StaleScoreTableError,
     read_score_table,
     score_table,
+    source_verdicts,
 )
 from calver.infer.selectors import NEURAL, SELECTORS, answer_key
 from calver.verifier import families, get_family, problem_fingerprint, score
@@ -391,3 +392,30 @@ def test_shuffled_control_reuses_scores(pool, monkeypatch):
 
 def to_plain(x) -> str:
     return json.dumps(x, sort_keys=True, default=str)
+
+
+def test_source_verdicts_take_the_table_where_grounded_and_the_source_elsewhere(tmp_path):
+    """A trainer's verdicts (GRPO prompt filter, PRM labels): the score table's for a supplied problem; for a
+    constructed one, whose view hides the graph (the table scores the trace's own GRAPH), ``score`` on the
+    source -- so a trace that invents its graph earns nothing there."""
+    from fixtures import build_pool
+
+    supplied, supplied_objs = sample_problem("backdoor_set", random.Random(5))
+    constructed = level_problems("backdoor_set", 1, levels=(1,))[0]
+    fam = get_family("backdoor_set")
+    obj = fam.validity_class(constructed.graph, fam.normalize_query(constructed))[0]
+    honest = fam.canonical_trace(constructed, obj)
+    invented = replace_slot(honest, "GRAPH", ", ".join(constructed.graph.nodes))  # no edges: every set is valid
+    given = [fam.canonical_trace(supplied, o) for o in supplied_objs[:1]] + ["GRAPH: nonsense"]
+    pool = build_pool(str(tmp_path / "pool"), [(supplied, 0, given), (constructed, 0, [honest, invented])],
+                      raw_texts=True)
+    got = source_verdicts(pool.root)
+    table = score_table(pool.root)
+    assert [row["problem_id"] for row, _, _ in got] == [supplied.id] * 2 + [constructed.id] * 2
+    for row, prob, verdict in got:
+        stored = table.candidate(row["problem_id"], int(row["seed"]), int(row["candidate_index"]))
+        assert verdict == (stored if stored.grounded else score(row["text"], prob)) and verdict.grounded
+        assert prob.id == row["problem_id"]
+    assert not table.candidate(constructed.id, 0, 1).grounded
+    assert [v.total for _, _, v in got[:3]] == [6, 0, 6]
+    assert got[3][2].bits[0] == 0  # the invented graph fails on the source

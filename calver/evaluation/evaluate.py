@@ -176,8 +176,9 @@ def evaluate_units(
     s, c = candidate_arrays(common)
     ranking: dict[str, Interval] = {}
     for n, idx in indices.items():
-        scores = [list(map(float, u.totals)) if n == target and pick_scores(idx[k]) is None else
-                  pick_scores(idx[k]) for u, k in zip(common, ckeys)]
+        picked = [pick_scores(idx[k]) for k in ckeys]
+        # the target (CALVER) may pick without per-candidate scores: its scores are the verifier totals
+        scores = [list(map(float, u.totals)) if n == target and p is None else p for u, p in zip(common, picked)]
         vals, cl = within_pool_auroc(common, scores)
         if vals:
             ranking[n] = Interval.of(mean_ci(vals, cl, draws=decomp_draws, seed=seed))

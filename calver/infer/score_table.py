@@ -478,5 +478,19 @@ def _atomic_write(path: Path, body: bytes) -> None:
         raise
 
 
+def source_verdicts(pool: Pool | str | os.PathLike) -> list[tuple[dict[str, Any], Problem, Verdict]]:
+    """Each candidate row of ``pool`` (pool order) with its problem and its verdict for a trainer (a GRPO
+    prompt filter, a PRM's labels): the score table's where the firewall view grounded it, else ``score`` on
+    the source problem. Raises :class:`PoolError` for a pool the table cannot be built on."""
+    pool = _as_pool(pool)
+    problems, table = pool.problems(), score_table(pool)
+    out = []
+    for row in pool.candidate_rows():
+        pid = row["problem_id"]  # the table has checked that every candidate's problem is in the pool
+        verdict = table.candidate(pid, int(row["seed"]), int(row["candidate_index"]))
+        out.append((row, problems[pid], verdict if verdict.grounded else score(row.get("text") or "", problems[pid])))
+    return out
+
+
 __all__ = ["ScoreMemo", "ScoreTable", "ScoreTableError", "ScoreTableWarning",
-           "StaleScoreTableError", "read_score_table", "score_table"]
+           "StaleScoreTableError", "read_score_table", "score_table", "source_verdicts"]

@@ -49,31 +49,22 @@ from calver.train.common import (
 def prm_examples(pool_paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """One example per pool candidate: ``problem_id``, ``problem_text``, ``trace``, ``label`` (0-6)."""
     from calver.data_gen.prompts import user_text
-    from calver.infer.pool import Pool, PoolError
-    from calver.infer.score_table import score_table
-    from calver.verifier import score
+    from calver.infer.pool import PoolError
+    from calver.infer.score_table import source_verdicts
 
     out: list[dict[str, Any]] = []
     for root in pool_paths:
-        pool = Pool(root)
-        problems = pool.problems()
         try:
-            table = score_table(pool)
+            verdicts = source_verdicts(root)
         except PoolError as e:
             raise ConfigError(f"pool {root}: {e}") from None
         texts: dict[str, str] = {}
-        for row in pool.candidate_rows():
+        for row, prob, verdict in verdicts:
             pid = row["problem_id"]
-            prob = problems.get(pid)
-            if prob is None:
-                raise ConfigError(f"pool {root}: candidate of unknown problem {pid!r}")
             if pid not in texts:
                 texts[pid] = user_text(prob)
-            trace = row.get("text") or ""
-            c = table.candidate(pid, int(row["seed"]), int(row["candidate_index"]))
-            label = c.total if c.grounded else score(trace, prob).total
-            out.append({"problem_id": f"{root}::{pid}", "problem_text": texts[pid], "trace": trace,
-                        "label": float(label)})
+            out.append({"problem_id": f"{root}::{pid}", "problem_text": texts[pid], "trace": row.get("text") or "",
+                        "label": float(verdict.total)})
     if not out:
         raise ConfigError(f"no candidates in pool(s) {list(map(str, pool_paths))}")
     return out

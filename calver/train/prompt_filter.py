@@ -14,29 +14,22 @@ from collections import defaultdict
 from typing import Any
 
 from calver.reward.spec import RewardSpec
-from calver.verifier import score
 
 
 def mixed_problem_ids(pool_dir: str, spec: RewardSpec) -> tuple[set[str], dict[str, int]]:
     """Ids of the pool's problems whose candidates get at least two different rewards, and counts
     (``problems``, ``mixed``, ``all_same``). The bits come from the pool's score table (scored once, stored
     beside it) where they were grounded; a candidate the firewall view cannot ground is scored on its source."""
-    from calver.infer.pool import Pool, PoolError
-    from calver.infer.score_table import score_table
+    from calver.infer.pool import PoolError
+    from calver.infer.score_table import source_verdicts
 
-    pool = Pool(pool_dir)
-    problems = pool.problems()
     try:
-        table = score_table(pool)
+        verdicts = source_verdicts(pool_dir)
     except PoolError as e:
         raise ValueError(str(e)) from None  # names the pool and what is wrong with it
     rewards: dict[str, set[float]] = defaultdict(set)
-    for row in pool.candidate_rows():
-        pid = row["problem_id"]  # the table has checked that every candidate's problem is in the pool
-        verdict = table.candidate(pid, int(row["seed"]), int(row["candidate_index"]))
-        if not verdict.grounded:
-            verdict = score(row["text"], problems[pid])
-        rewards[pid].add(spec.value(verdict.bits))
+    for row, _, verdict in verdicts:
+        rewards[row["problem_id"]].add(spec.value(verdict.bits))
     mixed = {pid for pid, values in rewards.items() if len(values) > 1}
     return mixed, {"problems": len(rewards), "mixed": len(mixed), "all_same": len(rewards) - len(mixed)}
 

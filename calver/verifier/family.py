@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 from calver.config import unknown_key_hints
 from calver.verifier.contract import format_kv, parse_call
+from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.values import format_value, graph_diff, normalize_value, values_equal
@@ -442,8 +443,10 @@ class TaskFamily:
             pairs["graph"] = problem.graph_class.value
         return format_kv(pairs)
 
-    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
+    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None,
+                        order: RenderOrder | None = None) -> str:
         """A six-slot trace for answer ``obj`` (default: :meth:`default_object`) that scores 6 when
         ``obj`` is valid. ``witnesses``: list at most that many witness paths in DERIVATION (families
-        that list none ignore it; None: the family's own number)."""
+        that list none ignore it; None: the family's own number). ``order``: the GRAPH slot lists the graph's
+        nodes and edges in that order, as the prompt did (default: node order, sorted edges)."""
         raise NotImplementedError(f"{self.name} writes no canonical trace")

@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from calver.verifier.formats.common import RenderOrder
 
 
 class GraphClass(str, Enum):
@@ -227,12 +230,13 @@ class CausalGraph:
         out += [f"{render_name(a)} <-> {render_name(b)}" for a, b in sorted(self.bidirected)]
         return out
 
-    def to_text(self) -> str:
-        """Canonical arrow text (``render_graph(g, "arrows")``): ``parse_graph`` reads back this graph
-        for every legal node name (see :func:`check_name`); isolated nodes listed too."""
+    def to_text(self, order: "RenderOrder | None" = None) -> str:
+        """Canonical arrow text (``render_graph(g, "arrows", order)``): ``parse_graph`` reads back this graph
+        for every legal node name (see :func:`check_name`); isolated nodes listed too. ``order``: nodes and
+        edges in that order (default: node order, sorted edges)."""
         from calver.verifier.formats.arrows import render
 
-        return render(self)
+        return render(self, order)
 
     def relabel(self, mapping: dict[str, str]) -> "CausalGraph":
         return CausalGraph.build(

@@ -37,6 +37,7 @@ from typing import Any, Mapping
 from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.contract import assemble_trace, format_kv, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.memo import Memo, charge
 from calver.verifier.problem import Problem, ProblemError
@@ -403,7 +404,8 @@ class AteThreshold(TaskFamily):
                     return frozenset(c)
         return frozenset(g.parents(x))
 
-    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
+    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None,
+                        order: RenderOrder | None = None) -> str:
         """A trace adjusting for ``obj`` when it is a set (default: :meth:`default_adjustment`);
         a bool ``obj`` is written as the ANSWER verbatim (it scores 6 iff it is the exact decision);
         otherwise the ANSWER is the exact decision."""
@@ -416,7 +418,7 @@ class AteThreshold(TaskFamily):
         pairs = {"task": self.name, "treatment": format_value("node", x), "outcome": format_value("node", y),
                  "threshold": f"{q['threshold']:g}", "graph": "DAG"}
         return assemble_trace({
-            "GRAPH": self.source_graph(problem).to_text(),
+            "GRAPH": self.source_graph(problem).to_text(order),
             "QUERY": format_kv(pairs),
             "STRATEGY": format_set(z),
             "DERIVATION": f"{self.operation}(treatment={pairs['treatment']}, outcome={pairs['outcome']}, "

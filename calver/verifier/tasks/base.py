@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 from calver.verifier.budget import TooLargeToGrade, WorkBudget
 from calver.verifier.contract import format_kv, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext, node_order
+from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.memo import Memo, text_cost
 from calver.verifier.values import (
@@ -371,7 +372,8 @@ class NodeSetFamily(TaskFamily):
             args[self.witness_arg] = "[" + " | ".join(paths) + "]" if paths else "none"
         return f"{self.operation}({format_kv(args, ', ')})"
 
-    def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None) -> str:
+    def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None,
+                        order: RenderOrder | None = None) -> str:
         from calver.verifier.contract import assemble_trace
 
         g = problem.graph
@@ -380,7 +382,7 @@ class NodeSetFamily(TaskFamily):
         valid = self.predicate(g, query, obj).ok
         return assemble_trace(
             {
-                "GRAPH": g.to_text(),
+                "GRAPH": g.to_text(order),
                 "QUERY": self.query_slot(problem, query),
                 "STRATEGY": self.format_object(obj),
                 "DERIVATION": self.derivation_slot(g, query, obj, witnesses),

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from calver.verifier.contract import assemble_trace, format_kv, format_path, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.problem import ProblemError
 from calver.verifier.registry import register
@@ -173,7 +174,8 @@ class InterventionReachability(TaskFamily):
             return False
         return obj == self.truth(problem.graph, self.normalize_query(problem))
 
-    def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None) -> str:
+    def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None,
+                        order: RenderOrder | None = None) -> str:
         """A trace answering ``obj`` (default: the correct decision) with a witness path when yes."""
         from calver.verifier.primitives import find_directed_path
 
@@ -187,7 +189,7 @@ class InterventionReachability(TaskFamily):
                  "target": format_value("node", q["target"]),
                  "graph": problem.graph_class.value}
         return assemble_trace({
-            "GRAPH": g.to_text(),
+            "GRAPH": g.to_text(order),
             "QUERY": format_kv(pairs),
             "STRATEGY": self.format_object(path),
             "DERIVATION": f"{self.operation}(do={format_set(q['do'])}, source={pairs['source']}, "

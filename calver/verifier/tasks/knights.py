@@ -35,6 +35,7 @@ from typing import Any, Iterator, Mapping
 
 from calver.verifier.contract import assemble_trace, format_kv, format_set, parse_kv
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
+from calver.verifier.formats.common import RenderOrder
 from calver.verifier.logic import (
     MAX_PEOPLE as _ENGINE_MAX_PEOPLE,
 )
@@ -476,8 +477,10 @@ class KnightsKnaves(TaskFamily):
         return PASS
 
     # ---- rendering ----------------------------------------------------------------------------------------
-    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None) -> str:
-        """A trace with the problem's constraints proposing ``obj`` (default: the solution)."""
+    def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None,
+                        order: RenderOrder | None = None) -> str:
+        """A trace with the problem's constraints proposing ``obj`` (default: the solution); no graph, so
+        ``order`` is not read."""
         info = self._grounded_info(problem, "a canonical trace")
         people, cons, tt = info["people"], info["constraints"], info["tt"]
         assignment = self.solution(problem) if obj is None else self.object_for(problem, obj)
