@@ -44,7 +44,7 @@ def test_rationale_states_the_graph_facts_and_keeps_the_score(task, variants):
     seen = 0
     for p in _problems(task, variants):
         obj = canonical_answer(p, "rule")
-        plain, reasoned = canonical_trace(p, "rule", 0), canonical_trace(p, "rule", 0, rationale=True)
+        plain, reasoned = canonical_trace(p, "rule", 0), canonical_trace(p, "rule", 0, rationale="rule")
         # the paragraph is not part of any slot: same slot values, same bits
         assert split_slots(reasoned).values == split_slots(plain).values
         assert score(reasoned, p).bits == score(plain, p).bits and score(reasoned, p).total == 6
@@ -105,7 +105,7 @@ def test_no_rationale_for_an_answer_no_rule_gives():
 
 
 def test_gen_rationale_rows_and_their_manifest(tmp_path):
-    """`calver gen --rationale true`: the rows carry the paragraph, the manifest records it, and a
+    """`calver gen --rationale rule`: the rows carry the paragraph, the manifest records it, and a
     contamination --clean_out rewrite keeps it."""
     pytest.importorskip("datasets")
     from calver.bench.contamination import write_clean
@@ -114,9 +114,9 @@ def test_gen_rationale_rows_and_their_manifest(tmp_path):
 
     out = tmp_path / "mix"
     assert main(["gen", "--tasks", "backdoor_set", "frontdoor_set", "--n", "6", "--seed", "5", "--out", str(out),
-                 "--system", "compact", "--answers", "rule", "--rationale", "true", "--variants", "any"]) == 0
+                 "--system", "compact", "--answers", "rule", "--rationale", "rule", "--variants", "any"]) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["sft_rationale"] is True
+    assert manifest["sft_rationale"] == "rule"
     traces = [json.loads(x)["messages"][-1]["content"] for x in (out / "sft.jsonl").read_text().splitlines()]
     assert sum("\n\nRule: " in t for t in traces) >= 8
     problems = [Problem.from_dict(json.loads(x)) for x in (out / "problems.jsonl").read_text().splitlines()]
@@ -128,6 +128,8 @@ def test_gen_rationale_rows_and_their_manifest(tmp_path):
     assert (tmp_path / "clean" / "sft.jsonl").read_text() == (out / "sft.jsonl").read_text()
     assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--out", str(tmp_path / "x"),
                  "--rationale", "maybe"]) == 2
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--out", str(tmp_path / "y"),
+                 "--rationale", "true"]) == 2  # a style name, not a switch
 
 
 def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
@@ -143,7 +145,7 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
                                                                           ["treatment"])]
     total = LookupCheck()
     for p in probs:
-        total += check_lookups(canonical_trace(p, "rule", 0, rationale=True), p.graph)
+        total += check_lookups(canonical_trace(p, "rule", 0, rationale="rule"), p.graph)
     assert total.lookups == total.exact == len(probs) and total.listed == total.listed_true == total.true
     g = probs[0].graph
     x = get_family("backdoor_set").normalize_query(probs[0])["treatment"]
@@ -152,7 +154,7 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     wrong = f"Rule: ... Edges into {x}: {fake} -> {x}.\n\nSTRATEGY: {{}}"
     assert check_lookups(wrong, g) == LookupCheck(1, 0, 1, 0, 0, len(parents))
     assert check_lookups("Edges into nowhere: none.\n", g) == LookupCheck(1, 0, 0, 0, 0, 0)
-    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, "rule", 0, rationale=True), wrong])
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, "rule", 0, rationale="rule"), wrong])
                                                for p in probs[:1]] + [(p, 0, [canonical_trace(p, "rule", 0)])
                                                                       for p in probs[1:3]], raw_texts=True)
     got = rationale_lookups(load_units(pool.root))
@@ -161,3 +163,67 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     plain = build_pool(str(tmp_path / "plain"), [(p, 0, [canonical_trace(p, "rule", 0)]) for p in probs[:2]],
                        raw_texts=True)
     assert rationale_lookups(load_units(plain.root)) is None
+
+
+@pytest.mark.parametrize("task", ["backdoor_set", "frontdoor_set", "separation_set"])
+def test_scan_rationale_lists_every_edge_in_graph_order_and_marks_the_node_s(task):
+    """The scan style: before each lookup, every directed edge of the GRAPH line in its order, marked yes exactly
+    when it runs into (out of) the node -- checked against networkx; the lookup after it and the score are the
+    rule style's."""
+    seen = 0
+    for p in _problems(task, n=40):
+        obj = canonical_answer(p, "rule")
+        rule, scan = rule_rationale(p, obj), rule_rationale(p, obj, "scan")
+        reasoned = canonical_trace(p, "rule", 0, rationale="scan")
+        assert score(reasoned, p).total == 6
+        assert split_slots(reasoned).values == split_slots(canonical_trace(p, "rule", 0)).values
+        if rule is None:
+            assert scan is None
+            continue
+        # the scan style is the rule style with a scan before each lookup
+        assert re.sub(r"Scan for edges .+?: .+?\. (?=Edges )", "", scan) == rule
+        graph_line = reasoned.split("\n", 1)[0].removeprefix("GRAPH: ").split(", ")
+        in_line = [tuple(e.split(" -> ")) for e in graph_line if " -> " in e]
+        nxg = p.graph.to_networkx()
+        for kind, node, text in re.findall(r"Scan for edges (into|out of) (.+?): (.+?)\.(?= Edges )", scan):
+            seen += 1
+            marks = [item.rsplit(" ", 1) for item in text.split(", ")]
+            assert [tuple(e.split(" -> ")) for e, _ in marks] == in_line  # every edge, in the GRAPH line's order
+            want = set(nxg.in_edges(node)) if kind == "into" else set(nxg.out_edges(node))
+            assert {tuple(e.split(" -> ")) for e, m in marks if m == "yes"} == want
+            assert {m for _, m in marks} <= {"yes", "no"}
+    assert seen >= 5
+    with pytest.raises(ValueError, match="style"):
+        rule_rationale(_problems(task, n=4)[0], None, "prose")
+
+
+def test_scans_read_back_are_checked_against_the_graph(tmp_path):
+    """check_lookups on scans: the canonical scans are complete and every mark is right; a scan that drops an
+    edge, invents one or marks one wrongly is counted as such, and the lookup after a scan is still read;
+    policy-report sums them per pool."""
+    from calver.data_gen.rationales import LookupCheck, check_lookups
+
+    probs = [p for p in _problems("separation_set", n=40) if "Scan for" in canonical_trace(p, "rule", 0, "scan")]
+    total = LookupCheck()
+    for p in probs:
+        total += check_lookups(canonical_trace(p, "rule", 0, "scan"), p.graph)
+    assert total.scans == total.complete == total.lookups == total.exact >= 4
+    assert total.scanned == total.scanned_in_graph == total.marks_right > 0
+    from calver.verifier.graph import CausalGraph, GraphClass
+
+    g = CausalGraph.build(["A", "B", "C"], [("A", "B"), ("C", "B")], (), GraphClass.DAG)
+    text = "Rule: x. Scan for edges into B: A -> B yes, C -> B no, B -> A no. Edges into B: A -> B.\n"
+    assert check_lookups(text, g) == LookupCheck(lookups=1, exact=0, listed=1, listed_true=1, in_graph=1, true=2,
+                                                 scans=1, complete=0, scanned=3, scanned_in_graph=2, marks_right=2)
+    from fixtures import build_pool
+
+    from calver.evaluation.policy_report import rationale_lookups
+    from calver.evaluation.units import load_units
+
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, "rule", 0, "scan")]) for p in probs[:3]],
+                      raw_texts=True)
+    got = rationale_lookups(load_units(pool.root))
+    assert got["scans"] >= 3 and got["scans_complete"] == got["marks_right"] == got["scanned_in_graph"] == 1.0
+    good = "Scan for edges out of C: A -> B no, C -> B yes. Edges out of C: C -> B. Scan for edges into A: none."
+    assert check_lookups(good, g) == LookupCheck(1, 1, 1, 1, 1, 1, scans=2, complete=1, scanned=2,
+                                                 scanned_in_graph=2, marks_right=2)

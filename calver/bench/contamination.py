@@ -224,7 +224,7 @@ def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path
     kept = [p for p in train if p.id not in bad]
     export_dataset(kept, out, meta.get("config"), system=meta.get("system_prompt") or "contract",
                    answers=meta.get("sft_answers") or "random", witnesses=meta.get("sft_witnesses"),
-                   rationale=bool(meta.get("sft_rationale")),
+                   rationale=meta.get("sft_rationale", "none"),
                    extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
     return len(kept)
 

@@ -58,11 +58,11 @@ def problem_json(problem: Problem) -> str:
 
 def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None, answers: str = "random",
                 witnesses: int | None = None, system: str = "contract",
-                rationale: bool = False) -> list[dict[str, Any]]:
+                rationale: str = "none") -> list[dict[str, Any]]:
     """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``),
     ``witnesses`` caps their DERIVATION's witness paths, ``system`` picks the system message
-    (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``), ``rationale`` writes
-    the rule each answer follows before STRATEGY."""
+    (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``), ``rationale`` (``rule``
+    / ``scan``; ``none``: off) writes the rule each answer follows before STRATEGY."""
     rows = []
     for p in problems:
         trace = canonical_trace(p, answers, witnesses, rationale)
@@ -117,7 +117,7 @@ def _require_datasets():
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
                    encoding: str | None = None, extra_card: dict[str, Any] | None = None,
                    answers: str = "random", witnesses: int | None = None, system: str = "contract",
-                   rationale: bool = False) -> dict[str, Any]:
+                   rationale: str = "none") -> dict[str, Any]:
     """Write the dataset (see the module docstring); returns the manifest."""
     datasets = _require_datasets()
     out = Path(out_dir)

@@ -18,11 +18,14 @@ from typing import Any, Sequence
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.prompts import SYSTEMS
+from calver.data_gen.rationales import STYLES as RATIONALE_STYLES
 from calver.data_gen.text_levels import LEVELS as TEXT_LEVELS
 from calver.verifier.parsers import RENDER_FORMATS
 
 GRAPH_CLASSES = ("DAG", "ADMG", "directed")
 ENCODINGS = RENDER_FORMATS  # every encoding the verifier renders (and reads back)
+RATIONALES = ("none",) + RATIONALE_STYLES
+ANSWER_CHOICES = ("random", "rule")  # a canonical trace's answer: a validity-class draw, or the rule's
 LEVELS = tuple(f"L{i}" for i in TEXT_LEVELS)  # the graph-from-text levels, as configs spell them
 MAX_NODES = 26
 MAX_N = 1_000_000
@@ -179,8 +182,10 @@ class RunConfig:
     witnesses: int | None = cfg_field(None, help="witness paths the SFT traces' DERIVATION lists at most (null: "
                                       "0 with the compact system, which the verifier does not need, else the "
                                       "family's own number)")
-    rationale: bool = cfg_field(False, help="write the rule each SFT answer follows (the edges it reads) as a "
-                                "paragraph before STRATEGY (calver.data_gen.rationales); scores are unchanged")
+    rationale: str = cfg_field("none", help="write the rule each SFT answer follows as a paragraph before "
+                               "STRATEGY (calver.data_gen.rationales; scores are unchanged): none | rule (the "
+                               "rule and the edges it reads) | scan (each edge lookup as a yes/no pass over "
+                               "the GRAPH line first)")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -195,12 +200,12 @@ class RunConfig:
             raise ConfigError(f"field 'level' must be one of {LEVELS}, got {self.level!r}")
         if self.system not in SYSTEMS:
             raise ConfigError(f"field 'system' must be one of {SYSTEMS}, got {self.system!r}")
-        if self.answers not in ("random", "rule"):
-            raise ConfigError(f"field 'answers' must be random or rule, got {self.answers!r}")
+        if self.answers not in ANSWER_CHOICES:
+            raise ConfigError(f"field 'answers' must be one of {ANSWER_CHOICES}, got {self.answers!r}")
         if self.witnesses is not None and (not _is_int(self.witnesses) or self.witnesses < 0):
             raise ConfigError(f"field 'witnesses' must be null or an integer >= 0, got {self.witnesses!r}")
-        if not isinstance(self.rationale, bool):
-            raise ConfigError(f"field 'rationale' must be true or false, got {self.rationale!r}")
+        if self.rationale not in RATIONALES:
+            raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
 
     @property
     def trace_witnesses(self) -> int | None:

@@ -18,6 +18,14 @@ ignores a paragraph after a blank line, so the rationale earns no bit and change
 The rationale names the rule the answer follows, found by matching the answer against the family's rule
 proposals; an answer no rule gives (the validity-class fallback) gets none. Edges are listed in the order the
 GRAPH line lists them (sorted, or the prompt's order under ``shuffle_order``).
+
+The ``scan`` style (``rationale: scan``) writes each lookup as a pass over the GRAPH line first::
+
+    Rule: adjust for the parents of L. Scan for edges into L: K -> L yes, L -> I no, N -> L yes.
+    Edges into L: K -> L, N -> L.
+
+A small policy cannot retrieve a node's edges from a list it just wrote (the second measured run: 12% of its
+lookups exact); the scan makes the lookup a copy of that list in order, each edge with a local yes/no.
 """
 
 from __future__ import annotations
@@ -35,24 +43,47 @@ from calver.verifier.paths import descendants
 RATIONALE_PREFIX = "Rule: "
 
 
-Rank = Mapping[tuple[str, str], int]  # an edge's place in the trace's GRAPH line
+STYLES = ("rule", "scan")
+
+
+@dataclass(frozen=True)
+class Rank:
+    """The directed edges of the trace's GRAPH line, in its order; ``scan``: write each lookup as a pass
+    over them."""
+
+    edges: tuple[tuple[str, str], ...]
+    scan: bool = False
+
+    def __getitem__(self, edge: tuple[str, str]) -> int:
+        return self.edges.index(edge)
 
 
 def _edges(pairs: list[tuple[str, str]], rank: Rank) -> str:
     return ", ".join(format_path([a, b]) for a, b in sorted(pairs, key=rank.__getitem__)) or "none"
 
 
+def _lookup(kind: str, node: str, pairs: list[tuple[str, str]], rank: Rank) -> str:
+    """``Edges into X: ...`` (kind ``into`` / ``out of``), after a scan of every edge when ``rank.scan``."""
+    found = f"Edges {kind} {format_path([node])}: {_edges(pairs, rank)}."
+    if not rank.scan:
+        return found
+    end = 1 if kind == "into" else 0
+    marks = ", ".join(f"{format_path(list(e))} {'yes' if e[end] == node else 'no'}" for e in rank.edges)
+    return f"Scan for edges {kind} {format_path([node])}: {marks or 'none'}. {found}"
+
+
 def _into(g: CausalGraph, node: str, rank: Rank) -> str:
-    return f"Edges into {format_path([node])}: {_edges([(p, node) for p in g.parents(node)], rank)}."
+    return _lookup("into", node, [(p, node) for p in g.parents(node)], rank)
 
 
 def _backdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: Rank) -> str | None:
     x, y = q["treatment"], q["outcome"]
     if obj == g.parents(x) - {y}:
         return f"adjust for the parents of {format_path([x])}. {_into(g, x, rank)}"
-    if obj == frozenset(g) - descendants(g, [x]) - {x, y}:
+    below = descendants(g, [x]) - {x}
+    if obj == frozenset(g) - below - {x, y}:
         return (f"adjust for every non-descendant of {format_path([x])}. "
-                f"Descendants of {format_path([x])}: {format_set(descendants(g, [x]) - {x})}.")
+                f"Descendants of {format_path([x])}: {format_set(below)}.")
     return None
 
 
@@ -61,7 +92,7 @@ def _frontdoor(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: 
     if obj != g.children(x) - {y}:
         return None
     return (f"the children of {format_path([x])} intercept its directed paths. "
-            f"Edges out of {format_path([x])}: {_edges([(x, c) for c in g.children(x)], rank)}.")
+            + _lookup("out of", x, [(x, c) for c in g.children(x)], rank))
 
 
 def _separation(g: CausalGraph, q: Mapping[str, Any], obj: frozenset[str], rank: Rank) -> str | None:
@@ -106,16 +137,18 @@ _RATIONALES: dict[str, Callable[[CausalGraph, Mapping[str, Any], Any, Rank], str
 RATIONALE_TASKS = tuple(_RATIONALES)
 
 
-def rule_rationale(problem: Problem, obj: Any) -> str | None:
+def rule_rationale(problem: Problem, obj: Any, style: str = "rule") -> str | None:
     """The one-line rationale (``Rule: ...``) of answer ``obj`` to ``problem``, or None when the family has
-    none or no rule of it gives ``obj``."""
+    none or no rule of it gives ``obj``; ``style`` ``scan`` writes each edge lookup as a scan first."""
+    if style not in STYLES:
+        raise ValueError(f"rule_rationale: style must be one of {STYLES}, got {style!r}")
     explain = _RATIONALES.get(problem.task)
     if explain is None or problem.graph is None:
         return None
     fam = get_family(problem.task)
     order = render_order(problem)
     edges = order.directed if order is not None else sorted(problem.graph.directed)
-    rank = {e: i for i, e in enumerate(edges)}
+    rank = Rank(tuple((a, b) for a, b in edges), scan=style == "scan")
     text = explain(problem.graph, fam.normalize_query(problem), fam.coerce_object(obj), rank)
     return None if text is None else RATIONALE_PREFIX + text
 
@@ -131,14 +164,17 @@ def with_rationale(trace: str, rationale: str | None) -> str:
 
 
 # ---- reading a policy's rationales back ------------------------------------------------------------
-_LOOKUP = re.compile(r"Edges (into|out of) (.+?): (.+?)\.(?= Edges |\n|$)", re.MULTILINE)
+_LOOKUP = re.compile(r"(Scan for edges|Edges) (into|out of) (.+?): (.+?)\.(?= Edges | Scan |\n|$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class LookupCheck:
     """The edge lookups of the rationales in some traces, checked against their graphs: ``lookups`` stated,
     ``exact`` of them listing exactly the node's edges; ``listed`` edges, ``listed_true`` of them the node's,
-    ``in_graph`` of them in the graph at all; ``true``: the node's edges over all lookups."""
+    ``in_graph`` of them in the graph at all; ``true``: the node's edges over all lookups. Scans (the ``scan``
+    style): ``scans`` stated, ``complete`` of them listing every edge of the graph once; ``scanned`` edges,
+    ``scanned_in_graph`` of them in the graph, ``marks_right`` of them marked yes exactly when they run into
+    (out of) the node."""
 
     lookups: int = 0
     exact: int = 0
@@ -146,17 +182,41 @@ class LookupCheck:
     listed_true: int = 0
     in_graph: int = 0
     true: int = 0
+    scans: int = 0
+    complete: int = 0
+    scanned: int = 0
+    scanned_in_graph: int = 0
+    marks_right: int = 0
 
     def __add__(self, other: "LookupCheck") -> "LookupCheck":
         return LookupCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
 
+def _edge(text: str) -> tuple[str, ...]:
+    return tuple(text.split(" -> ", 1))
+
+
+def _check_scan(kind: str, node: str, text: str, g: CausalGraph) -> LookupCheck:
+    items = [] if text == "none" else [item.rpartition(" ") for item in text.split(", ")]
+    edges = [_edge(e) for e, _, _ in items]
+    end = 1 if kind == "into" else 0
+    right = sum(1 for e, (_, _, mark) in zip(edges, items)
+                if len(e) == 2 and mark == ("yes" if e[end] == node else "no"))
+    complete = len(edges) == len(g.directed) and set(edges) == set(g.directed)
+    return LookupCheck(scans=1, complete=int(complete), scanned=len(edges),
+                       scanned_in_graph=sum(1 for e in edges if e in g.directed), marks_right=right)
+
+
 def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
     """Each ``Edges into X: ...`` / ``Edges out of X: ...`` a trace's rationale states, against ``g`` (a node
-    that is not in ``g``: a lookup that is never exact). Names are read as written, unquoted."""
+    that is not in ``g``: a lookup that is never exact), and each ``Scan for edges into X: ...`` (see
+    :class:`LookupCheck`). Names are read as written, unquoted."""
     out = LookupCheck()
-    for kind, node, text in _LOOKUP.findall(trace):
-        listed = set() if text == "none" else {tuple(e.split(" -> ", 1)) for e in text.split(", ")}
+    for head, kind, node, text in _LOOKUP.findall(trace):
+        if head == "Scan for edges":
+            out += _check_scan(kind, node, text, g)
+            continue
+        listed = set() if text == "none" else {_edge(e) for e in text.split(", ")}
         if node not in g.nodes:
             true: set[tuple[str, ...]] = set()
         elif kind == "into":

@@ -105,7 +105,8 @@ def per_task(graded: HeuristicGrades, *, draws: int, seed: int) -> dict[str, dic
 def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     """How well the rationales' edge lookups (``Edges into X: ...``, :mod:`calver.data_gen.rationales`) match the
     source graph: lookups stated, the share exact, the precision and recall of the listed edges and the share of
-    listed edges that are in the graph at all; None when no candidate states one."""
+    listed edges that are in the graph at all; for scans (``Scan for edges into X: ...``), the share that list
+    every edge of the graph, of scanned edges in the graph and of yes/no marks right; None when none is stated."""
     from calver.data_gen.rationales import LookupCheck, check_lookups
 
     total = LookupCheck()
@@ -118,7 +119,10 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     share = lambda a, b: a / b if b else float("nan")  # noqa: E731
     return {"lookups": total.lookups, "exact": share(total.exact, total.lookups),
             "precision": share(total.listed_true, total.listed), "recall": share(total.listed_true, total.true),
-            "in_graph": share(total.in_graph, total.listed)}
+            "in_graph": share(total.in_graph, total.listed), "scans": total.scans,
+            "scans_complete": share(total.complete, total.scans),
+            "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
+            "marks_right": share(total.marks_right, total.scanned)}
 
 
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
@@ -162,11 +166,14 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
     if looked:
         lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
                   "edges, of the node's edges):", "",
-                  "| policy | lookups | exact | listed edges right | node's edges listed | listed edges in the graph |",
-                  "|---|---:|---:|---:|---:|---:|"]
+                  "| policy | lookups | exact | listed edges right | node's edges listed | listed edges in the graph "
+                  "| scans | scans listing every edge | scanned edges in the graph | scan marks right |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for name, lk in looked.items():
+            scan = (f"{lk['scans']} | {pct(lk['scans_complete'])} | {pct(lk['scanned_in_graph'])} | "
+                    f"{pct(lk['marks_right'])}" if lk["scans"] else "0 | – | – | –")
             lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {pct(lk['precision'])} | "
-                         f"{pct(lk['recall'])} | {pct(lk['in_graph'])} |")
+                         f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {scan} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
               "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
               "|---|---|---|---|---:|"]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import calver
 from calver.data_gen import graphs as G
-from calver.data_gen.gen_config import ConfigError, GenConfig
+from calver.data_gen.gen_config import ANSWER_CHOICES, ConfigError, GenConfig
 from calver.data_gen.generators.families import (
     QUERIES_PER_GRAPH,
     SPECS,
@@ -35,7 +35,6 @@ from calver.data_gen.names import node_names
 from calver.data_gen.prompts import problem_text, prompt_encoding, render_order
 from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.formats.common import RenderOrder
-from calver.verifier.parsers import render_graph
 from calver.verifier.problem import Problem
 from calver.verifier.registry import get_family
 
@@ -324,7 +323,6 @@ def generate(task: str, n: int, cfg: GenConfig, start: int = 0) -> list[Problem]
 
 
 # ---- canonical traces ----------------------------------------------------------------------
-ANSWER_CHOICES = ("random", "rule")
 
 
 def canonical_answer(problem: Problem, answers: str = "random") -> Any:
@@ -348,15 +346,15 @@ def canonical_answer(problem: Problem, answers: str = "random") -> Any:
 
 
 def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | None = None,
-                    rationale: bool = False) -> str:
+                    rationale: str = "none") -> str:
     """A six-slot trace that scores 6 by construction, for a valid answer (see :func:`canonical_answer`);
     ``witnesses`` caps the witness paths its DERIVATION lists (None: the family's number); ``rationale``
-    writes the rule the answer follows before STRATEGY (:mod:`calver.data_gen.rationales`)."""
+    (``rule`` / ``scan``; ``none``: off) writes the rule the answer follows before STRATEGY
+    (:mod:`calver.data_gen.rationales`)."""
     from calver.data_gen.rationales import rule_rationale, with_rationale
 
     obj = canonical_answer(problem, answers)
-    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses)
-    order = render_order(problem)
-    if order is not None and trace.startswith("GRAPH: "):  # copy the graph in the order the prompt lists it
-        trace = f"GRAPH: {render_graph(problem.graph, 'arrows', order)}\n" + trace.split("\n", 1)[1]
-    return with_rationale(trace, rule_rationale(problem, obj)) if rationale else trace
+    order = render_order(problem)  # copy the graph in the order the prompt lists it
+    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses,
+                                                     **({"order": order} if order is not None else {}))
+    return trace if rationale == "none" else with_rationale(trace, rule_rationale(problem, obj, rationale))
