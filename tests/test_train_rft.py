@@ -47,6 +47,33 @@ def test_keep_verified_keeps_distinct_valid_answers_only():
     assert [t for _, t in one] == [a for _, (a, _) in cases]
 
 
+def test_keep_verified_drops_six_of_six_traces_with_a_wrong_rationale_lookup():
+    """A 6/6 trace whose rationale lists a wrong edge lookup (or a scan with a wrong mark) earns every bit, but
+    RFT does not keep it unless asked (``rft_check_lookups: false``); right rationales and none are kept."""
+    import re
+
+    from calver.train.rft import lookups_right
+
+    probs = [p for p in generate("backdoor_set", 12, GenConfig(seed=4, n_nodes=(5, 8)))
+             if "Edges into" in canonical_trace(p, "rule", 0, "scan")][:4]
+    assert probs
+    texts, rights = [], []
+    for p in probs:
+        right = canonical_trace(p, "rule", 0, "scan")
+        bad_mark = re.sub(r" yes([,.])", r" no\1", right, count=1)
+        bad_list = re.sub(r"(Edges into [^:]+: )[^.]*\.", r"\1none.", right)
+        assert score(bad_mark, p).total == score(bad_list, p).total == 6
+        assert lookups_right(right, p) and not lookups_right(bad_mark, p) and not lookups_right(bad_list, p)
+        texts.append([bad_mark, bad_list, right])
+        rights.append(right)
+    kept, stats = keep_verified(probs, texts, max_answers=4)
+    assert [t for _, t in kept] == rights and stats["wrong_lookups"] == 2 * len(probs)
+    unchecked, stats = keep_verified(probs, texts, max_answers=4, check_lookups=False)
+    assert [t for _, t in unchecked] == [ts[0] for ts in texts] and stats["wrong_lookups"] == 0
+    plain = [[canonical_trace(p, "rule", 0)] for p in probs]
+    assert len(keep_verified(probs, plain, max_answers=4)[0]) == len(probs)
+
+
 class ScriptedSampler:
     """Stands in for the policy: per problem, ``plan(problem_index)`` texts; records how it was built."""
 

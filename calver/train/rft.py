@@ -49,6 +49,7 @@ class RoundResult:
     train_rows: int  # rows trained on: every round's kept traces so far
     trained: bool
     seconds: dict[str, float]
+    wrong_lookups: int = 0  # 6/6 traces not kept: their rationale states a wrong edge lookup
 
     @property
     def yield_rate(self) -> float:
@@ -67,13 +68,25 @@ def load_problems(script_args) -> list[Problem]:
                              script_args.generate_n_nodes)
 
 
-def keep_verified(problems: Sequence[Problem], texts: Sequence[Sequence[str]], max_answers: int
-                  ) -> tuple[list[tuple[Problem, str]], dict[str, Any]]:
+def lookups_right(text: str, problem: Problem) -> bool:
+    """Whether every edge lookup and scan the trace's rationale states (:mod:`calver.data_gen.rationales`) is
+    right on the problem's source graph; a trace that states none passes."""
+    from calver.data_gen.rationales import check_lookups
+
+    if problem.graph is None:
+        return True
+    c = check_lookups(text, problem.graph)
+    return c.exact == c.lookups and c.complete == c.scans and c.marks_right == c.scanned
+
+
+def keep_verified(problems: Sequence[Problem], texts: Sequence[Sequence[str]], max_answers: int,
+                  check_lookups: bool = True) -> tuple[list[tuple[Problem, str]], dict[str, Any]]:
     """Per problem, its 6/6 traces with distinct answers (first seen first, at most ``max_answers``), and the
-    round's statistics over every candidate."""
+    round's statistics over every candidate. ``check_lookups``: a 6/6 trace whose rationale states a wrong
+    edge lookup (which no bit checks) is not kept, so self-training does not teach the wrong lookup."""
     kept: list[tuple[Problem, str]] = []
     bit_sums = [0] * len(BIT_KEYS)
-    n = n_max = 0
+    n = n_max = n_wrong = 0
     for p, cands in zip(problems, texts):
         prepared = prepare(p)
         seen: set[Any] = set()
@@ -84,12 +97,15 @@ def keep_verified(problems: Sequence[Problem], texts: Sequence[Sequence[str]], m
             if not v.max_score:
                 continue
             n_max += 1
+            if check_lookups and not lookups_right(text, p):
+                n_wrong += 1
+                continue
             key = v.answer_key
             if key in seen or len(seen) >= max_answers:
                 continue
             seen.add(key)
             kept.append((p, text))
-    stats = {"candidates": n, "max_score_rate": n_max / n if n else 0.0,
+    stats = {"candidates": n, "max_score_rate": n_max / n if n else 0.0, "wrong_lookups": n_wrong,
              "bit_rates": {k: (s / n if n else 0.0) for k, s in zip(BIT_KEYS, bit_sums)}}
     return kept, stats
 
@@ -147,7 +163,7 @@ def run_rft(script_args, training_args, model_args, *, sampler_factory=None) -> 
                 close()
         texts = [[c.text for c in cands] for cands in outs]
         t_sample = time.perf_counter() - t0
-        kept, stats = keep_verified(problems, texts, script_args.rft_max_answers)
+        kept, stats = keep_verified(problems, texts, script_args.rft_max_answers, script_args.rft_check_lookups)
         _write_jsonl(rdir / "candidates.jsonl", [{"problem_id": p.id, "texts": ts} for p, ts in zip(problems, texts)])
         new_rows = _rows(kept, script_args.system_prompt)
         have = {(x["id"], x["messages"][-1]["content"]) for x in all_kept}
@@ -169,6 +185,7 @@ def run_rft(script_args, training_args, model_args, *, sampler_factory=None) -> 
             problems=len(problems), candidates=stats["candidates"], kept_traces=len(kept),
             problems_with_a_kept_trace=len({p.id for p, _ in kept}), bit_rates=stats["bit_rates"],
             max_score_rate=stats["max_score_rate"], train_rows=len(all_kept), trained=trained,
+            wrong_lookups=stats["wrong_lookups"],
             seconds={"sample": round(t_sample, 2), "train": round(time.perf_counter() - t1, 2)})
         done.write_text(json.dumps(dataclasses.asdict(res), indent=2) + "\n")
         logger.info("rft round %d: %d/%d problems yielded a 6/6 trace (%d kept), max-score rate %.3f", r,
@@ -197,4 +214,4 @@ def run_rft_command(script_args, training_args, model_args):
     return TrainRun(trainer=None, summary={"trainer": "rft", **summary})
 
 
-__all__ = ["RoundResult", "keep_verified", "load_problems", "run_rft", "run_rft_command"]
+__all__ = ["RoundResult", "keep_verified", "load_problems", "lookups_right", "run_rft", "run_rft_command"]

@@ -21,6 +21,9 @@ class RFTScriptArguments(SFTScriptArguments):
     rft_max_answers: int = field(default=4, metadata={
         "help": "most 6/6 traces kept per problem and round, one per distinct valid answer"})
     rft_backend: str = field(default="auto", metadata={"help": "sampler: auto (vLLM when it imports) | vllm | hf"})
+    rft_check_lookups: bool = field(default=True, metadata={
+        "help": "keep no 6/6 trace whose rule rationale states a wrong edge lookup or scan (checked on the "
+                "training problem's graph; no bit checks it)"})
 
     def __post_init__(self) -> None:
         from calver.config import ConfigError
