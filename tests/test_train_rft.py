@@ -143,3 +143,14 @@ def test_a_real_sampler_round_on_the_tiny_model(tiny_model_dir, tmp_path):
     assert res.candidates == 4 and res.trained is False and res.kept_traces == 0
     rows = [json.loads(x) for x in (tmp_path / "r" / "round_0" / "candidates.jsonl").read_text().splitlines()]
     assert [len(r["texts"]) for r in rows] == [2, 2]
+
+
+def test_smollm2_rft_config_loads_as_measured():
+    """configs/rft/smollm2-135m.yaml (the README's RFT round): one round, K=4 at T=0.8 with vLLM, full fine-tuning,
+    rationale lookups checked."""
+    pytest.importorskip("trl")
+    from calver.train.rft_config import load_rft_config
+
+    s, t, m = load_rft_config(ROOT / "configs/rft/smollm2-135m.yaml", ["--use_cpu", "true"])
+    assert (s.rounds, s.rft_k, s.rft_temperature, s.rft_backend, s.system_prompt) == (1, 4, 0.8, "vllm", "compact")
+    assert s.rft_check_lookups and s.full_finetune and not m.use_peft and t.num_train_epochs == 2
