@@ -208,13 +208,14 @@ def test_scans_read_back_are_checked_against_the_graph(tmp_path):
     for p in probs:
         total += check_lookups(canonical_trace(p, "rule", 0, "scan"), p.graph)
     assert total.scans == total.complete == total.lookups == total.exact >= 4
-    assert total.scanned == total.scanned_in_graph == total.marks_right > 0
+    assert total.scanned == total.scanned_in_graph == total.marks_right > total.not_the_node_s > 0
     from calver.verifier.graph import CausalGraph, GraphClass
 
     g = CausalGraph.build(["A", "B", "C"], [("A", "B"), ("C", "B")], (), GraphClass.DAG)
     text = "Rule: x. Scan for edges into B: A -> B yes, C -> B no, B -> A no. Edges into B: A -> B.\n"
     assert check_lookups(text, g) == LookupCheck(lookups=1, exact=0, listed=1, listed_true=1, in_graph=1, true=2,
-                                                 scans=1, complete=0, scanned=3, scanned_in_graph=2, marks_right=2)
+                                                 scans=1, complete=0, scanned=3, scanned_in_graph=2, marks_right=2,
+                                                 not_the_node_s=1)
     from fixtures import build_pool
 
     from calver.evaluation.policy_report import rationale_lookups
@@ -224,6 +225,7 @@ def test_scans_read_back_are_checked_against_the_graph(tmp_path):
                       raw_texts=True)
     got = rationale_lookups(load_units(pool.root))
     assert got["scans"] >= 3 and got["scans_complete"] == got["marks_right"] == got["scanned_in_graph"] == 1.0
+    assert 0 < got["always_no"] < 1
     good = "Scan for edges out of C: A -> B no, C -> B yes. Edges out of C: C -> B. Scan for edges into A: none."
     assert check_lookups(good, g) == LookupCheck(1, 1, 1, 1, 1, 1, scans=2, complete=1, scanned=2,
-                                                 scanned_in_graph=2, marks_right=2)
+                                                 scanned_in_graph=2, marks_right=2, not_the_node_s=1)

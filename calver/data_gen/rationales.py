@@ -174,7 +174,8 @@ class LookupCheck:
     ``in_graph`` of them in the graph at all; ``true``: the node's edges over all lookups. Scans (the ``scan``
     style): ``scans`` stated, ``complete`` of them listing every edge of the graph once; ``scanned`` edges,
     ``scanned_in_graph`` of them in the graph, ``marks_right`` of them marked yes exactly when they run into
-    (out of) the node."""
+    (out of) the node, ``not_the_node_s`` of them that do not (the marks a scan writing "no" everywhere gets
+    right: the baseline ``marks_right`` must beat)."""
 
     lookups: int = 0
     exact: int = 0
@@ -187,6 +188,7 @@ class LookupCheck:
     scanned: int = 0
     scanned_in_graph: int = 0
     marks_right: int = 0
+    not_the_node_s: int = 0
 
     def __add__(self, other: "LookupCheck") -> "LookupCheck":
         return LookupCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
@@ -204,7 +206,8 @@ def _check_scan(kind: str, node: str, text: str, g: CausalGraph) -> LookupCheck:
                 if len(e) == 2 and mark == ("yes" if e[end] == node else "no"))
     complete = len(edges) == len(g.directed) and set(edges) == set(g.directed)
     return LookupCheck(scans=1, complete=int(complete), scanned=len(edges),
-                       scanned_in_graph=sum(1 for e in edges if e in g.directed), marks_right=right)
+                       scanned_in_graph=sum(1 for e in edges if e in g.directed), marks_right=right,
+                       not_the_node_s=sum(1 for e in edges if len(e) == 2 and e[end] != node))
 
 
 def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:

@@ -106,7 +106,8 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     """How well the rationales' edge lookups (``Edges into X: ...``, :mod:`calver.data_gen.rationales`) match the
     source graph: lookups stated, the share exact, the precision and recall of the listed edges and the share of
     listed edges that are in the graph at all; for scans (``Scan for edges into X: ...``), the share that list
-    every edge of the graph, of scanned edges in the graph and of yes/no marks right; None when none is stated."""
+    every edge of the graph, of scanned edges in the graph and of yes/no marks right, beside the marks right of a
+    scan that writes "no" everywhere; None when none is stated."""
     from calver.data_gen.rationales import LookupCheck, check_lookups
 
     total = LookupCheck()
@@ -122,7 +123,8 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
             "in_graph": share(total.in_graph, total.listed), "scans": total.scans,
             "scans_complete": share(total.complete, total.scans),
             "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
-            "marks_right": share(total.marks_right, total.scanned)}
+            "marks_right": share(total.marks_right, total.scanned),
+            "always_no": share(total.not_the_node_s, total.scanned)}
 
 
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
@@ -167,11 +169,11 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
         lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
                   "edges, of the node's edges):", "",
                   "| policy | lookups | exact | listed edges right | node's edges listed | listed edges in the graph "
-                  "| scans | scans listing every edge | scanned edges in the graph | scan marks right |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| scans | scans listing every edge | scanned edges in the graph | scan marks right | "
+                  "marks right, \"no\" everywhere |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for name, lk in looked.items():
             scan = (f"{lk['scans']} | {pct(lk['scans_complete'])} | {pct(lk['scanned_in_graph'])} | "
-                    f"{pct(lk['marks_right'])}" if lk["scans"] else "0 | – | – | –")
+                    f"{pct(lk['marks_right'])} | {pct(lk['always_no'])}" if lk["scans"] else "0 | – | – | – | –")
             lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {pct(lk['precision'])} | "
                          f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {scan} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
