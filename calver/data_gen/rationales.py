@@ -62,13 +62,17 @@ def _edges(pairs: list[tuple[str, str]], rank: Rank) -> str:
     return ", ".join(format_path([a, b]) for a, b in sorted(pairs, key=rank.__getitem__)) or "none"
 
 
+def _touches(edge: tuple[str, ...], kind: str, node: str) -> bool:
+    """Whether ``edge`` runs into (kind ``into``) or out of (``out of``) ``node``."""
+    return edge[1 if kind == "into" else 0] == node
+
+
 def _lookup(kind: str, node: str, pairs: list[tuple[str, str]], rank: Rank) -> str:
     """``Edges into X: ...`` (kind ``into`` / ``out of``), after a scan of every edge when ``rank.scan``."""
     found = f"Edges {kind} {format_path([node])}: {_edges(pairs, rank)}."
     if not rank.scan:
         return found
-    end = 1 if kind == "into" else 0
-    marks = ", ".join(f"{format_path(list(e))} {'yes' if e[end] == node else 'no'}" for e in rank.edges)
+    marks = ", ".join(f"{format_path(list(e))} {'yes' if _touches(e, kind, node) else 'no'}" for e in rank.edges)
     return f"Scan for edges {kind} {format_path([node])}: {marks or 'none'}. {found}"
 
 
@@ -201,13 +205,12 @@ def _edge(text: str) -> tuple[str, ...]:
 def _check_scan(kind: str, node: str, text: str, g: CausalGraph) -> LookupCheck:
     items = [] if text == "none" else [item.rpartition(" ") for item in text.split(", ")]
     edges = [_edge(e) for e, _, _ in items]
-    end = 1 if kind == "into" else 0
     right = sum(1 for e, (_, _, mark) in zip(edges, items)
-                if len(e) == 2 and mark == ("yes" if e[end] == node else "no"))
+                if len(e) == 2 and mark == ("yes" if _touches(e, kind, node) else "no"))
     complete = len(edges) == len(g.directed) and set(edges) == set(g.directed)
     return LookupCheck(scans=1, complete=int(complete), scanned=len(edges),
                        scanned_in_graph=sum(1 for e in edges if e in g.directed), marks_right=right,
-                       not_the_node_s=sum(1 for e in edges if len(e) == 2 and e[end] != node))
+                       not_the_node_s=sum(1 for e in edges if len(e) == 2 and not _touches(e, kind, node)))
 
 
 def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:

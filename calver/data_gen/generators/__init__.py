@@ -354,7 +354,6 @@ def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | 
     from calver.data_gen.rationales import rule_rationale, with_rationale
 
     obj = canonical_answer(problem, answers)
-    order = render_order(problem)  # copy the graph in the order the prompt lists it
-    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses,
-                                                     **({"order": order} if order is not None else {}))
+    # the GRAPH slot copies the graph in the order the prompt lists it (None: sorted, as always)
+    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses, order=render_order(problem))
     return trace if rationale == "none" else with_rationale(trace, rule_rationale(problem, obj, rationale))
