@@ -142,3 +142,72 @@ def test_a_killed_vllm_sampler_leaves_no_engine(tmp_path, tiny_model_dir):
         proc.wait(timeout=10)
     left = _survivors(kids, 15)
     assert not left, f"orphans left: {[names.get(p) for p in left]}"
+
+
+def _watchdog_lib() -> dict:
+    from calver.infer.child_reaper import _WATCHDOG_LIB
+
+    ns: dict = {}
+    exec(_WATCHDOG_LIB, ns)  # the watchdog's own selection code, on a made-up table
+    return ns
+
+
+def test_late_orphans_spare_the_parents_ancestors():
+    """A shell script that ran calver is in calver's process group and, orphaned (``setsid nohup script &``),
+    a child of init; started in calver's clock tick it once looked like a late orphan and was killed, which
+    stopped the script after its `calver sample` step."""
+    late_orphans = _watchdog_lib()["late_orphans"]
+    born, group = 1000, 50
+    tab = {  # pid: (ppid, process group, start time)
+        50: (1, group, born),         # the script: an ancestor, same tick as the parent
+        60: (1, group, born + 3),     # an orphan from the last interval: taken
+        61: (1, group, born),         # same tick, not an ancestor: not later than the parent, so not taken
+        70: (1, 99, born + 3),        # another process group
+        71: (50, group, born + 9),    # the script's next command, a child of the script
+        80: (1, group, born + 4),     # a recorded descendant, still alive
+    }
+    alive, late = late_orphans(tab, {80: born + 4}, group, born, {50: born}, me=999)
+    assert alive == [80] and late == [60]
+    # without the ancestor record a script started after the parent would be taken
+    tab[50] = (1, group, born + 1)
+    assert late_orphans(tab, {}, group, born, {}, me=999)[1] == [50, 60, 80]
+    assert late_orphans(tab, {}, group, born, {50: born + 1}, me=999)[1] == [60, 80]
+
+
+def test_ancestors_are_read_from_proc():
+    from calver.infer.child_reaper import ancestors
+
+    def start(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+
+    up = ancestors(os.getpid())
+    if os.getppid() != 1:
+        assert up[os.getppid()] == start(os.getppid())
+    assert 1 not in up and os.getpid() not in up
+    assert ancestors(2 ** 22 + 7) == {}  # no such process
+
+
+def test_a_script_that_ran_calver_goes_on(tmp_path):
+    """The script's next command runs after calver exits, and calver's child is gone."""
+    marker, child = tmp_path / "after", tmp_path / "child"
+    script = tmp_path / "run.sh"
+    script.write_text(f"""set -e
+{sys.executable} -c "
+import subprocess, time
+from calver.infer.child_reaper import reap_descendants_on_exit
+reap_descendants_on_exit()
+open('{child}', 'w').write(str(subprocess.Popen(['sleep', '60']).pid))
+time.sleep(0.5)
+"
+sleep 1
+echo done > {marker}
+""")
+    # orphaned in its own session, as `(setsid nohup run.sh &)` leaves a script
+    subprocess.run(["bash", "-c", f"setsid bash {script} > /dev/null 2>&1 &"], check=True,
+                   env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.read_text() == "done\n"
+    assert not _survivors([int(child.read_text())], 10)

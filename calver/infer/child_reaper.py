@@ -10,7 +10,8 @@ an engine starts, adds two guards:
   and start time, from ``/proc``); when the pipe closes (this process is gone, however it died) it SIGKILLs
   every recorded descendant that is still the same process, and their children, and the orphans started
   in its last interval (same process group, started after this process, now children of init or of the
-  subreaper the others went to), then exits;
+  subreaper the others went to), then exits. This process's own ancestors are spared: a shell script that
+  ran calver shares its process group and, orphaned, is a child of init too;
 - a fork hook: a child forked from the main thread asks the kernel for SIGKILL when its parent dies
   (``PR_SET_PDEATHSIG``), which covers a child forked in the watchdog's last interval; forked children also
   close the pipe's write end, so a living child cannot keep the watchdog from seeing its parent go.
@@ -20,6 +21,7 @@ Linux only (``/proc``, ``prctl``); elsewhere it does nothing. Idempotent per pro
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,11 +36,9 @@ _forked_from_main = [False]
 _parent_pid = [0]
 _watchdogs: list[subprocess.Popen] = []  # kept, so no ResourceWarning: the watchdog outlives this process
 
-_WATCHDOG = r"""
-import os, select, signal, sys, time
-parent, interval, group, born = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-me = os.getpid()
+# The watchdog's selection, kept apart from its loop so a test can run it on a made-up process table.
+_WATCHDOG_LIB = r"""
+import os
 
 def table():
     out = {}
@@ -67,6 +67,25 @@ def below(roots, tab):
                 todo.append(c)
     return seen
 
+def late_orphans(tab, known, group, born, spare, me):
+    # The recorded descendants still alive, and the orphans of the watchdog's last interval: started after
+    # the parent (clock ticks, strictly later) in its process group, now children of init or of the subreaper
+    # the recorded survivors went to, not recorded. `spare` ({pid: start time}): the parent's ancestors, never
+    # taken (a script that ran calver shares its group and, orphaned, is a child of init too).
+    alive = [p for p, st in known.items() if p in tab and tab[p][2] == st]
+    reapers = {1} | {tab[p][0] for p in alive}
+    return alive, [p for p, (ppid, pg, st) in tab.items()
+                   if p != me and pg == group and st > born and ppid in reapers and p not in known
+                   and spare.get(p) != st]
+"""
+
+_WATCHDOG = _WATCHDOG_LIB + r"""
+import json, select, signal, sys, time
+parent, interval, group, born = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+spare = {int(p): st for p, st in json.loads(sys.argv[5]).items()}
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+me = os.getpid()
+
 known = {}
 while True:
     ready, _, _ = select.select([0], [], [], interval)
@@ -81,12 +100,9 @@ while True:
 # parent, and now children of that reaper (the one the recorded survivors went to, else pid 1).
 for _ in range(20):  # until none is left (the recorded ones, then what they started meanwhile)
     tab = table()
-    alive = [p for p, st in known.items() if p in tab and tab[p][2] == st]
-    reapers = {1} | {tab[p][0] for p in alive}  # init, or the subreaper the recorded ones went to
-    late = [p for p, (ppid, pg, st) in tab.items()
-            if p != me and pg == group and st >= born and ppid in reapers and p not in known]
+    alive, late = late_orphans(tab, known, group, born, spare, me)
     targets = set(alive) | set(late)
-    targets |= below(targets, tab)
+    targets |= {p for p in below(targets, tab) if spare.get(p) != tab[p][2]}
     for p in targets:
         known.setdefault(p, tab[p][2])
         try:
@@ -97,6 +113,22 @@ for _ in range(20):  # until none is left (the recorded ones, then what they sta
         break
     time.sleep(0.05)
 """
+
+
+def ancestors(pid: int) -> dict[int, int]:
+    """``pid``'s ancestors up to (not including) init: {pid: start time in clock ticks}, from ``/proc``."""
+    out: dict[int, int] = {}
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            if ppid <= 1:
+                return out
+            with open(f"/proc/{ppid}/stat", "rb") as fh:
+                out[ppid] = int(fh.read().rsplit(b")", 1)[1].split()[19])
+        except (OSError, ValueError, IndexError):
+            return out
+        pid = ppid
 
 
 def _before_fork() -> None:
@@ -135,7 +167,9 @@ def reap_descendants_on_exit(interval_s: float = INTERVAL_S) -> int | None:
             with open("/proc/self/stat", "rb") as fh:  # the watchdog may start after this process is gone
                 fields = fh.read().rsplit(b")", 1)[1].split()
             group, born = fields[2].decode(), fields[19].decode()
-            proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(interval_s), group, born],
+            spare = json.dumps(ancestors(os.getpid()))
+            proc = subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(interval_s), group, born,
+                                     spare],
                                     stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                     start_new_session=True, close_fds=True)
         except OSError:
