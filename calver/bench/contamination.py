@@ -108,8 +108,10 @@ def source_graph(p: Problem) -> CausalGraph | None:
     return p.graph if isinstance(p.graph, CausalGraph) and len(p.graph.nodes) >= MIN_NODES else None
 
 
-def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalGraph]]) -> ContaminationReport:
-    """Every training problem against every benchmark item (``(label, problem or graph)``)."""
+def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalGraph]],
+          drill_graphs: Iterable[tuple[str, CausalGraph]] = ()) -> ContaminationReport:
+    """Every training problem, and every lookup drill's graph (``(drill id, graph)``), against every benchmark
+    item (``(label, problem or graph)``)."""
     rep = ContaminationReport()
     graphs: dict[str, list[tuple[str, CausalGraph]]] = defaultdict(list)
     puzzles: dict[str, str] = {}
@@ -135,13 +137,20 @@ def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalG
                 rep.matches.append(Match("puzzle", p.id, puzzles[key]))
             continue
         g = source_graph(p)
-        if g is None:
-            continue
-        rep.n_train_graphs += 1
-        hit = next((label for label, b in graphs.get(graph_hash(g), ()) if isomorphic(g, b)), None)
-        if hit is not None:
-            rep.matches.append(Match("graph", p.id, hit))
+        if g is not None:
+            _check_graph(rep, graphs, p.id, g)
+    for drill_id, g in drill_graphs:
+        if len(g.nodes) >= MIN_NODES:
+            _check_graph(rep, graphs, drill_id, g)
     return rep
+
+
+def _check_graph(rep: ContaminationReport, graphs: dict[str, list[tuple[str, CausalGraph]]], train_id: str,
+                 g: CausalGraph) -> None:
+    rep.n_train_graphs += 1
+    hit = next((label for label, b in graphs.get(graph_hash(g), ()) if isomorphic(g, b)), None)
+    if hit is not None:
+        rep.matches.append(Match("graph", train_id, hit))
 
 
 def bench_items(suite: str, rows: Sequence[str] | None = None) -> list[tuple[str, Problem | CausalGraph]]:
@@ -177,6 +186,20 @@ def load_train(path: str | Path) -> list[Problem]:
     return [Problem.from_dict(r["problem"]) for r in load_problem_rows(path)]
 
 
+def load_drill_graphs(path: str | Path) -> list[tuple[str, CausalGraph]]:
+    """The lookup drills' graphs of a ``calver gen --drills N`` folder (its drills.jsonl; none without one)."""
+    from calver.verifier.parsers import parse_graph
+
+    f = Path(path) / "drills.jsonl"
+    if not f.is_file():
+        return []
+    out = []
+    for line in f.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        out.append((rec["id"], parse_graph(rec["graph"], "arrows", kind=rec["graph_class"])))
+    return out
+
+
 @dataclass
 class ContaminationConfig:
     """``calver contamination --train DIR``: list every training problem whose graph (up to renaming) or
@@ -206,7 +229,7 @@ def run(cfg: ContaminationConfig) -> ContaminationReport:
     items = bench_items(cfg.suite, cfg.rows)
     for path in cfg.against:
         items += [(str(path), p) for p in load_train(path)]
-    rep = check(train, items)
+    rep = check(train, items, load_drill_graphs(cfg.train))
     if cfg.clean_out:
         write_clean(train, rep, Path(cfg.train), Path(cfg.clean_out))
     return rep
@@ -216,15 +239,18 @@ def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path
     """Export ``train`` without the problems ``rep`` matched (a `calver gen` dataset: problems, SFT and GRPO
     rows, manifest); the source folder's manifest gives the generator config, the system prompt and the SFT
     traces' answers, witness cap and rationales, so the clean rows are the source's rows less the dropped ones."""
+    from calver.data_gen.drills import drill_config_from_dict, drills
     from calver.data_gen.export import export_dataset
 
     manifest = source / "manifest.json"
     meta = json.loads(manifest.read_text()) if manifest.is_file() else {}
     bad = {m.train_id for m in rep.matches}
     kept = [p for p in train if p.id not in bad]
+    drill_cfg = drill_config_from_dict(meta["drill_config"]) if meta.get("drill_config") else None
+    kept_drills = [d for d in drills(drill_cfg) if d.id not in bad] if drill_cfg is not None else []
     export_dataset(kept, out, meta.get("config"), system=meta.get("system_prompt") or "contract",
                    answers=meta.get("sft_answers") or "random", witnesses=meta.get("sft_witnesses"),
-                   rationale=meta.get("sft_rationale", "none"),
+                   rationale=meta.get("sft_rationale", "none"), drills=kept_drills, drill_cfg=drill_cfg,
                    extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
     return len(kept)
 
@@ -255,4 +281,4 @@ def add_contamination_command(subparsers) -> None:
 
 
 __all__ = ["ContaminationConfig", "ContaminationReport", "MIN_NODES", "Match", "bench_items", "check", "graph_hash",
-           "isomorphic", "labelled_digraph", "load_train", "puzzle_key"]
+           "isomorphic", "labelled_digraph", "load_drill_graphs", "load_train", "puzzle_key"]

@@ -105,15 +105,19 @@ def run_gen(args: argparse.Namespace) -> int:
         n_valid = [p.meta.get("n_valid", 0) for p in problems]
         print(f"{len(problems)} problems; mean validity-class size {sum(n_valid) / max(1, len(n_valid)):.2f}")
         return 0
+    from calver.data_gen.drills import drill_config, drills
     from calver.data_gen.export import export_dataset
 
+    drill_cfg = drill_config(rc.drills, rc.gen.seed, rc.gen.n_nodes, rc.gen.naming)
     try:
         manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system, answers=rc.answers,
                                   witnesses=rc.trace_witnesses, rationale=rc.rationale,
+                                  drills=drills(drill_cfg), drill_cfg=drill_cfg,
                                   extra_card={"level": rc.level, "level_admission": level_stats,
                                               "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
     except OSError as e:  # a folder we may not write, a full disk, a path component that is a file
         print(f"calver gen: error: cannot write {rc.out}: {e.strerror or e}", file=sys.stderr)
         return 2
-    print(f"wrote {manifest['n_rows']} rows to {rc.out} (content hash {manifest['content_hash'][:16]}...)")
+    drilled = f" and {manifest['n_drills']} lookup drills" if manifest["n_drills"] else ""
+    print(f"wrote {manifest['n_rows']} rows{drilled} to {rc.out} (content hash {manifest['content_hash'][:16]}...)")
     return 0

@@ -23,10 +23,12 @@ import hashlib
 import json
 import platform
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import calver
+from calver.data_gen.drills import Drill, DrillConfig, drill_graph_record
 from calver.data_gen.generators import canonical_trace
 from calver.data_gen.prompts import render_prompt
 from calver.verifier.contract import CONTRACT_VERSION
@@ -117,8 +119,10 @@ def _require_datasets():
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
                    encoding: str | None = None, extra_card: dict[str, Any] | None = None,
                    answers: str = "random", witnesses: int | None = None, system: str = "contract",
-                   rationale: str = "none") -> dict[str, Any]:
-    """Write the dataset (see the module docstring); returns the manifest."""
+                   rationale: str = "none", drills: Sequence[Drill] = (),
+                   drill_cfg: DrillConfig | None = None) -> dict[str, Any]:
+    """Write the dataset (see the module docstring); returns the manifest. ``drills`` (drawn by ``drill_cfg``):
+    lookup-drill rows appended to the SFT rows, their graphs in ``drills.jsonl``."""
     datasets = _require_datasets()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,9 +136,14 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
 
     content_hash = _write_jsonl(out / "problems.jsonl", [p.to_dict() for p in problems])
     sft = to_sft_rows(problems, encoding, answers, witnesses, system, rationale)
+    sft += [{**d.row(), "source_id": d.id} for d in drills]
     grpo = to_grpo_rows(problems, encoding, system)
     hashes = {"problems.jsonl": content_hash, "sft.jsonl": _write_jsonl(out / "sft.jsonl", sft),
               "grpo.jsonl": _write_jsonl(out / "grpo.jsonl", grpo)}
+    if drills:
+        hashes["drills.jsonl"] = _write_jsonl(out / "drills.jsonl", [drill_graph_record(d) for d in drills])
+    else:
+        (out / "drills.jsonl").unlink(missing_ok=True)  # a rewritten folder keeps no stale drills
     bars = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
     try:
@@ -162,6 +171,8 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         "sft_rationale": rationale,
         "system_prompt": system,
         "n_rows": len(problems),
+        "n_drills": len(drills),
+        "drill_config": asdict(drill_cfg) if drills and drill_cfg is not None else None,
         "tasks": dict(sorted(Counter(p.task for p in problems).items())),
         "content_hash": content_hash,
         "content_hash_of": "sha256 of problems.jsonl (one Problem.to_dict() per line, sorted keys, compact)",

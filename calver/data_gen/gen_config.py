@@ -186,6 +186,10 @@ class RunConfig:
                                "STRATEGY (calver.data_gen.rationales; scores are unchanged): none | rule (the "
                                "rule and the edges it reads) | scan (each edge lookup as a yes/no pass over "
                                "the GRAPH line first)")
+    drills: int = cfg_field(0, help="lookup drills added to the SFT rows (calver.data_gen.drills: a node's edges "
+                            "found in an arrow list, alone, as a scan rationale writes it), drawn from the run's "
+                            "seed, node range and namings; their graphs are in drills.jsonl for `calver "
+                            "contamination`")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -204,6 +208,8 @@ class RunConfig:
             raise ConfigError(f"field 'answers' must be one of {ANSWER_CHOICES}, got {self.answers!r}")
         if self.witnesses is not None and (not _is_int(self.witnesses) or self.witnesses < 0):
             raise ConfigError(f"field 'witnesses' must be null or an integer >= 0, got {self.witnesses!r}")
+        if not _is_int(self.drills) or not 0 <= self.drills <= MAX_N:
+            raise ConfigError(f"field 'drills' must be an integer in 0..{MAX_N:,}, got {self.drills!r}")
         if self.rationale not in RATIONALES:
             raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
 

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping
 from calver.data_gen.prompts import render_order
 from calver.verifier import Problem, get_family
 from calver.verifier.contract import format_path, format_set
+from calver.verifier.formats.common import RenderOrder, order_of
 from calver.verifier.graph import CausalGraph
 from calver.verifier.paths import descendants
 
@@ -74,6 +75,17 @@ def _lookup(kind: str, node: str, pairs: list[tuple[str, str]], rank: Rank) -> s
         return found
     marks = ", ".join(f"{format_path(list(e))} {'yes' if _touches(e, kind, node) else 'no'}" for e in rank.edges)
     return f"Scan for edges {kind} {format_path([node])}: {marks or 'none'}. {found}"
+
+
+def scan_lookup(kind: str, node: str, g: CausalGraph, order: RenderOrder | None = None) -> str:
+    """The ``scan``-style lookup of the edges ``kind`` (``into`` / ``out of``) ``node``, over ``g``'s directed
+    edges in ``order`` (default: sorted): what a rationale writes, alone (the lookup drills)."""
+    if kind not in ("into", "out of"):
+        raise ValueError(f"scan_lookup: kind must be 'into' or 'out of', got {kind!r}")
+    if node not in g.nodes:
+        raise ValueError(f"scan_lookup: {node!r} is not a node of the graph")
+    pairs = [(p, node) for p in g.parents(node)] if kind == "into" else [(node, c) for c in g.children(node)]
+    return _lookup(kind, node, pairs, Rank(order_of(g, order).directed, scan=True))
 
 
 def _into(g: CausalGraph, node: str, rank: Rank) -> str:

@@ -1,0 +1,159 @@
+"""Lookup drills: short SFT rows that practise the one step every rule answer reads, alone.
+
+A rule answer (the treatment's parents, its children, the parents of a node set) is an edge lookup in the
+graph. SmolLM2-135M does not learn that lookup from full traces: in the scan arm its yes/no marks were right
+no more often than writing "no" everywhere. A drill is the lookup with nothing around it::
+
+    system:    Task: lookup. Scan the GRAPH line edge by edge, then list the edges asked for.
+    user:      GRAPH: K -> L, L -> I, N -> L
+               List the edges into L.
+    assistant: Scan for edges into L: K -> L yes, L -> I no, N -> L yes. Edges into L: K -> L, N -> L.
+
+The assistant turn is exactly what a ``scan`` rationale writes (:func:`calver.data_gen.rationales.scan_lookup`),
+so the skill is the one the traces need. Each drill is drawn from its own seed (``{seed}-{i}``), so a row
+does not depend on how many were asked for; graphs, names and edge orders vary as in the training mix.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from calver.data_gen.graphs import label, random_skeleton
+from calver.data_gen.names import NAMINGS, node_names
+from calver.data_gen.rationales import LookupCheck, check_lookups, scan_lookup
+from calver.verifier.contract import format_path
+from calver.verifier.formats.common import RenderOrder
+from calver.verifier.graph import CausalGraph
+
+DRILL_TASK = "lookup_drill"
+DRILL_SYSTEM = "Task: lookup. Scan the GRAPH line edge by edge, then list the edges asked for."
+KINDS = ("into", "out of")
+GRAPH_KINDS = ("DAG", "ADMG", "directed")
+TRAINING_NAMINGS = ("letters", "random_letters", "identifiers", "phrases")
+
+
+@dataclass(frozen=True)
+class DrillConfig:
+    """What the drills are drawn from: ``n`` drills, each seeded ``{seed}-{i}``; graphs of ``min_nodes``..
+    ``max_nodes`` nodes at edge ``density`` (``latent``: bidirected-edge probability in ADMGs), of the
+    ``graph_kinds``, named by one of ``namings`` (:data:`~calver.data_gen.names.NAMINGS` entries) drawn per drill;
+    edges listed in a random order when ``shuffle_order`` (else sorted). The default namings are the training
+    mix's: the domain vocabularies are the held-out split's names."""
+
+    n: int = 1000
+    seed: int = 0
+    min_nodes: int = 4
+    max_nodes: int = 9
+    density: float = 0.35
+    latent: float = 0.15
+    graph_kinds: tuple[str, ...] = GRAPH_KINDS
+    namings: tuple[str, ...] = TRAINING_NAMINGS
+    shuffle_order: bool = True
+    kinds: tuple[str, ...] = field(default=KINDS)
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError(f"drills: n must be >= 0, got {self.n}")
+        if not 2 <= self.min_nodes <= self.max_nodes:
+            raise ValueError(f"drills: need 2 <= min_nodes <= max_nodes, got {self.min_nodes}..{self.max_nodes}")
+        if not 0.0 < self.density <= 1.0 or not 0.0 <= self.latent <= 1.0:
+            raise ValueError("drills: density must be in (0, 1] and latent in [0, 1]")
+        for got, allowed, what in ((self.graph_kinds, GRAPH_KINDS, "graph_kinds"), (self.kinds, KINDS, "kinds"),
+                                   (self.namings, NAMINGS, "namings")):
+            if not got or set(got) - set(allowed):
+                raise ValueError(f"drills: {what} must be a non-empty subset of {allowed}, got {got!r}")
+
+
+@dataclass(frozen=True)
+class Drill:
+    """One lookup: the edges ``kind`` ``node`` in ``graph``, whose GRAPH line lists its edges in ``order``."""
+
+    id: str
+    graph: CausalGraph
+    order: RenderOrder
+    kind: str
+    node: str
+
+    @property
+    def graph_line(self) -> str:
+        return "GRAPH: " + self.graph.to_text(self.order)
+
+    @property
+    def question(self) -> str:
+        return f"{self.graph_line}\nList the edges {self.kind} {format_path([self.node])}."
+
+    @property
+    def answer(self) -> str:
+        return scan_lookup(self.kind, self.node, self.graph, self.order)
+
+    def row(self) -> dict[str, Any]:
+        """The SFT chat row (``messages``), with ``id`` and ``task``."""
+        return {"id": self.id, "task": DRILL_TASK, "messages": [
+            {"role": "system", "content": DRILL_SYSTEM},
+            {"role": "user", "content": self.question},
+            {"role": "assistant", "content": self.answer}]}
+
+    def check(self, reply: str) -> LookupCheck:
+        """``reply``'s scans and lookups, checked against the drill's graph."""
+        return check_lookups(reply, self.graph)
+
+
+def draw_drill(cfg: DrillConfig, i: int) -> Drill:
+    """Drill ``i`` of ``cfg`` (from its own seed, ``{cfg.seed}-{i}``)."""
+    rng = random.Random(f"{cfg.seed}-{i}")
+    n = rng.randint(cfg.min_nodes, cfg.max_nodes)
+    while True:  # a lookup needs at least one directed edge to scan
+        sk = random_skeleton(rng, n, cfg.density, rng.choice(cfg.graph_kinds), cfg.latent)
+        if sk.directed:
+            break
+    g = label(sk, node_names(n, rng.choice(cfg.namings), rng))
+    directed = sorted(g.directed)
+    bidirected = sorted(g.bidirected)
+    nodes = list(g.nodes)
+    if cfg.shuffle_order:
+        for seq in (directed, bidirected, nodes):
+            rng.shuffle(seq)
+    order = RenderOrder(tuple(nodes), tuple(directed), tuple(bidirected))
+    kind = rng.choice(cfg.kinds)
+    ends = sorted({e[1] if kind == "into" else e[0] for e in directed})
+    # most lookups ask about a node with edges of that kind, as the rules do; some about one without
+    node = rng.choice(ends) if rng.random() < 0.85 else rng.choice(nodes)
+    return Drill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node)
+
+
+def drill_config(n: int, seed: int, n_nodes: Sequence[int], namings: Sequence[str]) -> DrillConfig:
+    """The drills of a ``calver gen`` run: its seed, node range and namings (``n_nodes``: N or MIN, MAX)."""
+    lo, hi = (n_nodes[0], n_nodes[-1])
+    return DrillConfig(n=n, seed=seed, min_nodes=max(2, lo), max_nodes=max(2, hi), namings=tuple(namings))
+
+
+def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
+    """A :class:`DrillConfig` from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
+    return DrillConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def drill_graph_record(d: Drill) -> dict[str, Any]:
+    """What ``drills.jsonl`` keeps of a drill: its id and graph (arrow text and class), the lookup asked."""
+    return {"id": d.id, "graph": d.graph.to_text(d.order), "graph_class": d.graph.kind.value, "kind": d.kind,
+            "node": d.node}
+
+
+def drills(cfg: DrillConfig) -> list[Drill]:
+    return [draw_drill(cfg, i) for i in range(cfg.n)]
+
+
+def drill_rows(cfg: DrillConfig) -> list[dict[str, Any]]:
+    """``cfg.n`` SFT rows (see :meth:`Drill.row`)."""
+    return [d.row() for d in drills(cfg)]
+
+
+def score_replies(items: Sequence[Drill], replies: Sequence[str]) -> LookupCheck:
+    """The replies' lookups and scans, summed over the drills (a reply per drill, in order)."""
+    if len(items) != len(replies):
+        raise ValueError(f"score_replies: {len(items)} drills but {len(replies)} replies")
+    total = LookupCheck()
+    for d, r in zip(items, replies):
+        total += d.check(r)
+    return total

@@ -1,0 +1,179 @@
+"""Lookup drills (``calver.data_gen.drills``) and ``calver drill-report``: the gold reply of every drill is
+exact, its scan copies the GRAPH line's edges in order and marks them as networkx says, and the checker counts
+a wrong reply as wrong."""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import pytest
+from testing_utils import require_modules
+
+from calver.bench.contamination import check, load_drill_graphs, load_train, write_clean
+from calver.cli import main as cli_main
+from calver.data_gen.drills import DRILL_TASK, DrillConfig, draw_drill, drill_rows, drills, score_replies
+from calver.data_gen.names import NAMINGS
+from calver.data_gen.rationales import scan_lookup
+from calver.verifier.parsers import parse_graph
+
+NAMED = [DrillConfig(n=60, seed=s, namings=(naming,), min_nodes=2, max_nodes=12)
+         for s, naming in enumerate(("letters", "random_letters", "identifiers", "phrases", "mixed"))]
+
+
+def _edges_of(d):
+    """The node's edges of the drill's kind, from networkx (the oracle)."""
+    g = nx.DiGraph(list(d.graph.directed))
+    g.add_nodes_from(d.graph.nodes)
+    return set(g.in_edges(d.node)) if d.kind == "into" else set(g.out_edges(d.node))
+
+
+def _scan_items(answer: str):
+    scan = answer.split(": ", 1)[1].split(". Edges ", 1)[0]
+    return [(tuple(item.rpartition(" ")[0].split(" -> ")), item.rpartition(" ")[2]) for item in scan.split(", ")]
+
+
+@pytest.mark.parametrize("cfg", NAMED, ids=lambda c: c.namings[0])
+def test_gold_reply_is_exact_and_agrees_with_networkx(cfg):
+    for d in drills(cfg):
+        items = _scan_items(d.answer)
+        assert [e for e, _ in items] == list(d.order.directed)  # the GRAPH line's edges, in its order
+        assert {e for e, mark in items if mark == "yes"} == _edges_of(d)
+        assert {m for _, m in items} <= {"yes", "no"}
+        c = d.check(d.answer)
+        assert (c.lookups, c.exact, c.scans, c.complete) == (1, 1, 1, 1)
+        assert c.marks_right == c.scanned == len(d.graph.directed)
+        assert c.true == len(_edges_of(d))
+
+
+@pytest.mark.parametrize("cfg", NAMED, ids=lambda c: c.namings[0])
+def test_prompt_graph_line_reads_back_to_the_drill_graph(cfg):
+    for d in drills(cfg)[:20]:
+        line, question = d.question.split("\n")
+        g = parse_graph(line.removeprefix("GRAPH: "), "arrows", kind=d.graph.kind)
+        assert g.directed == d.graph.directed and g.bidirected == d.graph.bidirected
+        assert set(g.nodes) == set(d.graph.nodes)
+        assert question.startswith(f"List the edges {d.kind} ")
+
+
+def test_drills_are_seeded_per_item_and_vary():
+    first = [d.row() for d in drills(DrillConfig(n=12, seed=3))][:5]
+    assert [d.row() for d in drills(DrillConfig(n=5, seed=3))] == first
+    assert drill_rows(DrillConfig(n=5, seed=3)) != drill_rows(DrillConfig(n=5, seed=4))
+    many = drills(DrillConfig(n=300, seed=0))
+    assert {d.kind for d in many} == {"into", "out of"}
+    assert {d.graph.kind.value for d in many} == {"DAG", "ADMG", "directed"}
+    assert {len(d.graph.nodes) for d in many} == set(range(4, 10))
+    assert any(not _edges_of(d) for d in many)  # some drills ask about a node without such edges
+    row = many[0].row()
+    assert row["task"] == DRILL_TASK and [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+
+
+def test_sorted_order_when_not_shuffled():
+    for d in drills(DrillConfig(n=30, seed=1, shuffle_order=False)):
+        assert list(d.order.directed) == sorted(d.graph.directed)
+
+
+def test_wrong_replies_are_counted_wrong():
+    items = drills(DrillConfig(n=80, seed=7))
+    def flip(answer):
+        return answer.replace(" yes,", " \0,").replace(" no,", " yes,").replace(" \0,", " no,")
+    def all_no(d):
+        marks = ", ".join(f"{a} -> {b} no" for a, b in d.order.directed)
+        return f"Scan for edges {d.kind} {d.node}: {marks}. Edges {d.kind} {d.node}: none."
+    gold = score_replies(items, [d.answer for d in items])
+    no = score_replies(items, [all_no(d) for d in items])
+    assert no.marks_right == no.not_the_node_s == gold.not_the_node_s < gold.marks_right
+    assert no.exact == sum(1 for d in items if not _edges_of(d))
+    flipped = score_replies(items, [flip(d.answer) for d in items])
+    assert flipped.marks_right < gold.marks_right
+    assert score_replies(items, ["I do not know."] * len(items)).lookups == 0
+    with pytest.raises(ValueError, match="replies"):
+        score_replies(items, [])
+
+
+def test_scan_lookup_refuses_bad_input():
+    d = draw_drill(DrillConfig(n=1, seed=0), 0)
+    with pytest.raises(ValueError, match="kind"):
+        scan_lookup("beside", d.node, d.graph)
+    with pytest.raises(ValueError, match="not a node"):
+        scan_lookup("into", "no such node", d.graph)
+
+
+@pytest.mark.parametrize("bad", [dict(n=-1), dict(min_nodes=1), dict(min_nodes=9, max_nodes=4), dict(density=0.0),
+                                 dict(namings=("klingon",)), dict(kinds=("beside",)), dict(graph_kinds=())])
+def test_config_refuses_bad_values(bad):
+    with pytest.raises(ValueError, match="drills"):
+        DrillConfig(**bad)
+
+
+def test_every_naming_draws(tmp_path):
+    for naming in NAMINGS:
+        assert drills(DrillConfig(n=2, seed=0, namings=(naming,)))
+
+
+def test_drill_report_command_end_to_end(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "drills.json"
+    rc = cli_main(["drill-report", "--model", str(tiny_model_dir), "--backend", "hf", "--n", "3", "--max_tokens", "8",
+                   "--out", str(out)])
+    assert rc == 0
+    report = json.loads(out.read_text())
+    assert report["drills"]["n"] == 3 and report["drills"]["seed"] == 9001
+    # 8 random tokens state no lookup: nothing is counted, and no rate is invented
+    assert report["lookups"] == 0 and report["exact"] is None and report["marks_right"] is None
+    assert json.loads(capsys.readouterr().out)["model"] == str(tiny_model_dir)
+
+
+def test_drill_report_refuses_a_missing_model(capsys):
+    assert cli_main(["drill-report"]) == 2
+    assert "model" in capsys.readouterr().err
+
+
+# ---- `calver gen --drills N` and `calver contamination` over the drills --------------------------------------
+def _gen(tmp_path, name, *extra):
+    out = tmp_path / name
+    assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "6", "--seed", "5", "--n_nodes", "5", "7",
+                     "--naming", "identifiers", "phrases", "--system", "compact", "--answers", "rule",
+                     "--rationale", "scan", "--out", str(out), *extra]) == 0
+    return out
+
+
+def _lines(path):
+    return path.read_text().splitlines()
+
+
+@require_modules("datasets")
+def test_gen_appends_drills_and_keeps_the_trace_rows(tmp_path):
+    plain, drilled = _gen(tmp_path, "plain"), _gen(tmp_path, "drilled", "--drills", "7")
+    rows = _lines(drilled / "sft.jsonl")
+    assert rows[:6] == _lines(plain / "sft.jsonl")  # the traces are the run's, byte for byte
+    assert not (plain / "drills.jsonl").exists()
+    want = drills(DrillConfig(n=7, seed=5, min_nodes=5, max_nodes=7, namings=("identifiers", "phrases")))
+    assert [json.loads(r)["messages"] for r in rows[6:]] == [d.row()["messages"] for d in want]
+    manifest = json.loads((drilled / "manifest.json").read_text())
+    assert manifest["n_drills"] == 7 and manifest["drill_config"]["namings"] == ["identifiers", "phrases"]
+    for d, (drill_id, g) in zip(want, load_drill_graphs(drilled)):
+        assert drill_id == d.id and g.directed == d.graph.directed and g.bidirected == d.graph.bidirected
+    assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "5", "--drills", "-1",
+                     "--out", str(tmp_path / "bad")]) == 2
+
+
+@require_modules("datasets")
+def test_contamination_finds_and_drops_a_drill_graph(tmp_path):
+    src = _gen(tmp_path, "src", "--drills", "5")
+    train = load_train(src)
+    graphs = load_drill_graphs(src)
+    target_id, target = graphs[3]
+    names = {n: f"q{i}" for i, n in enumerate(reversed(target.nodes))}
+    renamed = target.relabel(names)
+    rep = check(train, [("held-out", renamed)], graphs)
+    assert target_id in {m.train_id for m in rep.matches}
+    assert rep.n_train_graphs == len(train) + len(graphs)
+    clean = tmp_path / "clean"
+    write_clean(train, rep, src, clean)
+    dropped = {m.train_id for m in rep.matches}
+    kept_rows = [json.loads(r) for r in _lines(clean / "sft.jsonl")]
+    src_rows = [json.loads(r) for r in _lines(src / "sft.jsonl")]
+    assert kept_rows == [r for r in src_rows if r["id"] not in dropped]
+    assert target_id not in {i for i, _ in load_drill_graphs(clean)}
+    assert check(load_train(clean), [("held-out", renamed)], load_drill_graphs(clean)).clean
