@@ -17,7 +17,7 @@ does not depend on how many were asked for; graphs, names and edge orders vary a
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from calver.data_gen.graphs import label, random_skeleton
@@ -51,7 +51,7 @@ class DrillConfig:
     graph_kinds: tuple[str, ...] = GRAPH_KINDS
     namings: tuple[str, ...] = TRAINING_NAMINGS
     shuffle_order: bool = True
-    kinds: tuple[str, ...] = field(default=KINDS)
+    kinds: tuple[str, ...] = KINDS
 
     def __post_init__(self) -> None:
         if self.n < 0:
