@@ -166,12 +166,27 @@ def test_late_orphans_spare_the_parents_ancestors():
         71: (50, group, born + 9),    # the script's next command, a child of the script
         80: (1, group, born + 4),     # a recorded descendant, still alive
     }
-    alive, late = late_orphans(tab, {80: born + 4}, group, born, {50: born}, me=999)
+    alive, late = late_orphans(tab, {80: born + 4}, group, born, {50: born}, me=999, parent=55)
     assert alive == [80] and late == [60]
     # without the ancestor record a script started after the parent would be taken
     tab[50] = (1, group, born + 1)
-    assert late_orphans(tab, {}, group, born, {}, me=999)[1] == [50, 60, 80]
-    assert late_orphans(tab, {}, group, born, {50: born + 1}, me=999)[1] == [60, 80]
+    assert late_orphans(tab, {}, group, born, {}, me=999, parent=55)[1] == [50, 60, 80]
+    assert late_orphans(tab, {}, group, born, {50: born + 1}, me=999, parent=55)[1] == [60, 80]
+
+
+def test_late_orphans_include_children_not_yet_re_parented():
+    """The parent's pipe closes before the kernel re-parents its children: a watchdog that looks in between
+    sees them still naming the dead parent (a CI run under load left a spawned child and a grandchild so)."""
+    late_orphans = _watchdog_lib()["late_orphans"]
+    born, group, parent = 1000, 50, 55
+    tab = {
+        60: (parent, group, born + 3),  # spawned, not recorded, its parent gone: taken
+        61: (60, group, born + 5),      # its child: below a target, taken by the watchdog loop, not here
+        62: (parent, 99, born + 3),     # another group: not taken
+    }
+    assert late_orphans(tab, {}, group, born, {}, me=999, parent=parent)[1] == [60]
+    tab[parent] = (1, 77, born + 50)  # the pid taken again by a new process: its children are not ours
+    assert late_orphans(tab, {}, group, born, {}, me=999, parent=parent)[1] == []
 
 
 def test_ancestors_are_read_from_proc():

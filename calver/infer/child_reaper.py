@@ -67,13 +67,15 @@ def below(roots, tab):
                 todo.append(c)
     return seen
 
-def late_orphans(tab, known, group, born, spare, me):
+def late_orphans(tab, known, group, born, spare, me, parent):
     # The recorded descendants still alive, and the orphans of the watchdog's last interval: started after
     # the parent (clock ticks, strictly later) in its process group, now children of init or of the subreaper
     # the recorded survivors went to, not recorded. `spare` ({pid: start time}): the parent's ancestors, never
-    # taken (a script that ran calver shares its group and, orphaned, is a child of init too).
+    # taken (a script that ran calver shares its group and, orphaned, is a child of init too). The kernel
+    # closes a dying parent's pipe before it re-parents the children, so a child may still name the gone
+    # parent (whose pid, while no process holds it, no one else can have) when the watchdog looks.
     alive = [p for p, st in known.items() if p in tab and tab[p][2] == st]
-    reapers = {1} | {tab[p][0] for p in alive}
+    reapers = {1} | {tab[p][0] for p in alive} | ({parent} if parent not in tab else set())
     return alive, [p for p, (ppid, pg, st) in tab.items()
                    if p != me and pg == group and st > born and ppid in reapers and p not in known
                    and spare.get(p) != st]
@@ -98,9 +100,10 @@ while True:
 # The parent is gone; its orphans were re-parented to init or a subreaper. Besides the recorded
 # descendants, take the ones started in the last interval: the same process group, started after the
 # parent, and now children of that reaper (the one the recorded survivors went to, else pid 1).
-for _ in range(20):  # until none is left (the recorded ones, then what they started meanwhile)
+quiet = 0
+for _ in range(40):  # until none is left (the recorded ones, then what they started meanwhile) for 4 looks
     tab = table()
-    alive, late = late_orphans(tab, known, group, born, spare, me)
+    alive, late = late_orphans(tab, known, group, born, spare, me, parent)
     targets = set(alive) | set(late)
     targets |= {p for p in below(targets, tab) if spare.get(p) != tab[p][2]}
     for p in targets:
@@ -109,7 +112,8 @@ for _ in range(20):  # until none is left (the recorded ones, then what they sta
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-    if not targets:
+    quiet = 0 if targets else quiet + 1
+    if quiet == 4:
         break
     time.sleep(0.05)
 """
