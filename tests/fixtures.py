@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -311,3 +312,26 @@ def latent_projection(g: CausalGraph, no_out=()):
     for a, b in g.bidirected:
         d.add_edges_from([(f"L[{a},{b}]", a), (f"L[{a},{b}]", b)])
     return d
+
+
+def edges_as_read(block: str, encoding: str) -> tuple[list, list] | None:
+    """The directed and bidirected edges of a rendered graph ``block`` in the order a reader meets them, read off
+    the text itself (independent of the renderers): a parents map node by node, a matrix row by row; None for
+    the formats that list their edges one by one."""
+    directed: list = []
+    bidirected: list = []
+    if encoding == "json_parents":
+        for child, entry in json.loads(block).items():
+            directed += [(par, child) for par in entry["parents"]]
+            bidirected += [tuple(sorted((child, s))) for s in entry.get("spouses", ())]
+    elif encoding == "matrix":
+        rows = [shlex.split(line) for line in block.split("\n")]
+        for row in rows[1:]:
+            for col, cell in zip(rows[0], row[1:]):
+                if int(cell) & 1:
+                    directed.append((row[0], col))
+                if int(cell) & 2:
+                    bidirected.append(tuple(sorted((row[0], col))))
+    else:
+        return None
+    return list(dict.fromkeys(directed)), list(dict.fromkeys(bidirected))

@@ -5,14 +5,24 @@ a wrong reply as wrong."""
 from __future__ import annotations
 
 import json
+import re
 
 import networkx as nx
 import pytest
+from fixtures import edges_as_read
 from testing_utils import require_modules
 
 from calver.bench.contamination import check, load_drill_graphs, load_train, write_clean
 from calver.cli import main as cli_main
-from calver.data_gen.drills import DRILL_TASK, DrillConfig, draw_drill, drill_rows, drills, score_replies
+from calver.data_gen.drills import (
+    DRILL_TASK,
+    TRANSCRIBE_TASK,
+    DrillConfig,
+    draw_drill,
+    drill_rows,
+    drills,
+    score_replies,
+)
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import scan_lookup
 from calver.verifier.parsers import parse_graph
@@ -40,7 +50,7 @@ def test_gold_reply_is_exact_and_agrees_with_networkx(cfg):
         assert [e for e, _ in items] == list(d.order.directed)  # the GRAPH line's edges, in its order
         assert {e for e, mark in items if mark == "yes"} == _edges_of(d)
         assert {m for _, m in items} <= {"yes", "no"}
-        c = d.check(d.answer)
+        c = d.check(d.answer).lookup
         assert (c.lookups, c.exact, c.scans, c.complete) == (1, 1, 1, 1)
         assert c.marks_right == c.scanned == len(d.graph.directed)
         assert c.true == len(_edges_of(d))
@@ -81,13 +91,13 @@ def test_wrong_replies_are_counted_wrong():
     def all_no(d):
         marks = ", ".join(f"{a} -> {b} no" for a, b in d.order.directed)
         return f"Scan for edges {d.kind} {d.node}: {marks}. Edges {d.kind} {d.node}: none."
-    gold = score_replies(items, [d.answer for d in items])
-    no = score_replies(items, [all_no(d) for d in items])
+    gold = score_replies(items, [d.answer for d in items]).lookup
+    no = score_replies(items, [all_no(d) for d in items]).lookup
     assert no.marks_right == no.not_the_node_s == gold.not_the_node_s < gold.marks_right
     assert no.exact == sum(1 for d in items if not _edges_of(d))
-    flipped = score_replies(items, [flip(d.answer) for d in items])
+    flipped = score_replies(items, [flip(d.answer) for d in items]).lookup
     assert flipped.marks_right < gold.marks_right
-    assert score_replies(items, ["I do not know."] * len(items)).lookups == 0
+    assert score_replies(items, ["I do not know."] * len(items)).lookup.lookups == 0
     with pytest.raises(ValueError, match="replies"):
         score_replies(items, [])
 
@@ -101,7 +111,8 @@ def test_scan_lookup_refuses_bad_input():
 
 
 @pytest.mark.parametrize("bad", [dict(n=-1), dict(min_nodes=1), dict(min_nodes=9, max_nodes=4), dict(density=0.0),
-                                 dict(namings=("klingon",)), dict(kinds=("beside",)), dict(graph_kinds=())])
+                                 dict(namings=("klingon",)), dict(kinds=("beside",)), dict(graph_kinds=()),
+                                 dict(encodings=("morse",)), dict(encodings=())])
 def test_config_refuses_bad_values(bad):
     with pytest.raises(ValueError, match="drills"):
         DrillConfig(**bad)
@@ -122,11 +133,76 @@ def test_drill_report_command_end_to_end(tiny_model_dir, tmp_path, capsys):
     # 8 random tokens state no lookup: nothing is counted, and no rate is invented
     assert report["lookups"] == 0 and report["exact"] is None and report["marks_right"] is None
     assert json.loads(capsys.readouterr().out)["model"] == str(tiny_model_dir)
+    rc = cli_main(["drill-report", "--model", str(tiny_model_dir), "--backend", "hf", "--n", "4", "--max_tokens", "8",
+                   "--kinds", "transcribe", "--encodings", "matrix", "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert rc == 0 and report["transcriptions"] == 4 and report["lookups"] == 0
+    assert set(report["by_encoding"]) == {"matrix"} and report["by_encoding"]["matrix"]["transcriptions"] == 4
+    assert report["graph_exact"] == 0.0  # 8 random tokens copy no graph
+
+
+def test_drill_report_refuses_bad_drill_settings(capsys):
+    assert cli_main(["drill-report", "--model", "m", "--kinds", "sideways"]) == 2
+    assert "kinds" in capsys.readouterr().err
 
 
 def test_drill_report_refuses_a_missing_model(capsys):
     assert cli_main(["drill-report"]) == 2
     assert "model" in capsys.readouterr().err
+
+
+# ---- transcription drills ---------------------------------------------------------------------------------
+TRANSCRIBE = [DrillConfig(n=50, seed=s, namings=(naming,), min_nodes=2, max_nodes=12, kinds=("transcribe",),
+                          encodings=("arrows", "clear", "json_parents", "prose", "matrix", "json", "dot", "graphml"))
+              for s, naming in enumerate(("letters", "random_letters", "identifiers", "phrases"))]
+
+
+@pytest.mark.parametrize("cfg", TRANSCRIBE, ids=lambda c: c.namings[0])
+def test_transcription_gold_is_the_prompts_graph_in_reading_order(cfg):
+    seen = set()
+    for d in drills(cfg):
+        row = d.row()
+        assert row["task"] == TRANSCRIBE_TASK and row["id"].startswith(TRANSCRIBE_TASK)
+        block = d.question.split("\n", 1)[1].rsplit("\n\n", 1)[0]
+        assert parse_graph(block, kind=d.graph.kind) == d.graph  # the prompt shows the drill's graph
+        gold = parse_graph(d.answer.removeprefix("GRAPH: "), "arrows", kind=d.graph.kind)
+        assert gold == d.graph
+        read = edges_as_read(block, d.encoding)
+        want = read[0] if read is not None else list(d.order.directed)  # edge lists: as listed
+        assert re.findall(r"(?:^|, )(.+?) -> (.+?)(?=, |$)", d.answer.removeprefix("GRAPH: ")) == list(want)
+        t = d.check(d.answer).transcription
+        assert (t.drills, t.parsed, t.exact, t.verbatim) == (1, 1, 1, 1)
+        assert t.right == t.listed == t.graph_edges == len(d.graph.directed) + len(d.graph.bidirected)
+        seen.add(d.encoding)
+    assert len(seen) >= 6
+
+
+def test_wrong_transcriptions_are_counted_wrong():
+    items = [d for d in drills(DrillConfig(n=60, seed=2, kinds=("transcribe",))) if len(d.graph.directed) >= 2]
+    def drop_one(d):
+        return d.answer.replace(f"{d.order.directed[0][0]} -> {d.order.directed[0][1]}", "", 1).replace(
+            "GRAPH: , ", "GRAPH: ")
+    def reordered(d):
+        return "GRAPH: " + d.graph.to_text()  # sorted: the right graph, not the text's order
+    dropped = score_replies(items, [drop_one(d) for d in items]).transcription
+    assert dropped.exact == 0 and dropped.right < dropped.graph_edges and dropped.right == dropped.listed
+    moved = score_replies(items, [reordered(d) for d in items]).transcription
+    assert moved.exact == len(items) and moved.verbatim < len(items)
+    none = score_replies(items, ["The graph has edges."] * len(items)).transcription
+    assert (none.drills, none.parsed, none.exact) == (len(items), 0, 0)
+    broken = score_replies(items, ["GRAPH: A -> -> B"] * len(items)).transcription
+    assert broken.parsed == 0 and broken.listed == 0
+    lookups_only = score_replies(items, [d.answer for d in items]).lookup
+    assert lookups_only.lookups == 0  # a transcription is not a lookup
+
+
+def test_lookup_drills_are_unchanged_by_the_transcription_kind():
+    """Default drills draw lookups only, as before the transcription kind: their rows are the same."""
+    assert DrillConfig().kinds == ("into", "out of")
+    mixed = drills(DrillConfig(n=80, seed=4, kinds=("into", "out of", "transcribe")))
+    assert {d.kind for d in mixed} == {"into", "out of", "transcribe"}
+    assert {d.encoding for d in mixed if d.kind == "transcribe"} == {"arrows", "clear", "json_parents", "prose",
+                                                                      "matrix"}
 
 
 # ---- `calver gen --drills N` and `calver contamination` over the drills --------------------------------------
@@ -155,6 +231,21 @@ def test_gen_appends_drills_and_keeps_the_trace_rows(tmp_path):
     for d, (drill_id, g) in zip(want, load_drill_graphs(drilled)):
         assert drill_id == d.id and g.directed == d.graph.directed and g.bidirected == d.graph.bidirected
     assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "2", "--seed", "5", "--drills", "-1",
+                     "--out", str(tmp_path / "bad")]) == 2
+
+
+@require_modules("datasets")
+def test_gen_draws_transcription_drills_in_the_runs_encodings(tmp_path):
+    out = _gen(tmp_path, "tr", "--drills", "9", "--drill_kinds", "transcribe", "into", "--encoding", "matrix",
+               "json_parents")
+    want = drills(DrillConfig(n=9, seed=5, min_nodes=5, max_nodes=7, namings=("identifiers", "phrases"),
+                              kinds=("transcribe", "into"), encodings=("matrix", "json_parents")))
+    rows = [json.loads(r) for r in _lines(out / "sft.jsonl")][-9:]
+    assert [r["messages"] for r in rows] == [d.row()["messages"] for d in want]
+    assert {d.kind for d in want} == {"transcribe", "into"}
+    records = [json.loads(r) for r in _lines(out / "drills.jsonl")]
+    assert all(r["encoding"] in ("matrix", "json_parents") for r in records if r["kind"] == "transcribe")
+    assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "2", "--drills", "2", "--drill_kinds", "sideways",
                      "--out", str(tmp_path / "bad")]) == 2
 
 

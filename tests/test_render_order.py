@@ -7,7 +7,7 @@ import random
 import re
 
 import pytest
-from fixtures import random_dag
+from fixtures import edges_as_read, random_dag
 
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_trace, generate
@@ -15,7 +15,7 @@ from calver.data_gen.prompts import render_order
 from calver.verifier import Problem, get_family, score
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
-from calver.verifier.parsers import RENDER_FORMATS, parse_graph, render_graph
+from calver.verifier.parsers import RENDER_FORMATS, parse_graph, reading_order, render_graph
 
 
 def _shuffled(g: CausalGraph, rng: random.Random) -> RenderOrder:
@@ -42,6 +42,13 @@ def test_every_format_reads_back_the_graph_in_any_order(fmt):
                      "json": '["{}", "{}"]'}[fmt]
             at = [text.index(marks.format(a, b)) for a, b in order.directed]
             assert at == sorted(at)
+        read = reading_order(g, fmt, order)
+        if fmt in ("matrix", "json_parents"):  # row by row, node by node: brute force over the node order
+            key = (lambda e: (order.nodes.index(e[0]), order.nodes.index(e[1]))) if fmt == "matrix" else (
+                lambda e: (order.nodes.index(e[1]), order.directed.index(e)))
+            assert read.directed == tuple(sorted(order.directed, key=key))
+        else:
+            assert read == order.check(g)
         if fmt in ("matrix", "json_parents", "dot", "graphml", "json"):  # node lists follow it too
             mark = {"matrix": "{}", "json_parents": '"{}": {{', "dot": '"{}";', "graphml": '<node id="{}"/>',
                     "json": '"{}"'}[fmt]
@@ -59,6 +66,34 @@ def test_an_order_that_is_not_the_graphs_is_refused():
             render_graph(g, "arrows", bad)
 
 
+def _as_read(p: Problem) -> RenderOrder | None:
+    """The order ``p``'s prompt shows its edges in (:func:`fixtures.edges_as_read`), or None for an edge list."""
+    read = edges_as_read(p.text.split("\n", 1)[1].split("\n\n", 1)[0], p.meta["encoding"])
+    if read is None:
+        return None
+    return RenderOrder(render_order(p).nodes if render_order(p) else p.graph.nodes, *map(tuple, read))
+
+
+@pytest.mark.parametrize("shuffle", [0.0, 1.0])
+def test_the_graph_line_copies_the_graph_as_the_prompt_lists_it(shuffle):
+    """A trace's GRAPH line lists the edges in the order a reader of the prompt meets them: as listed for edge
+    lists, row by row for a matrix, node by node for a parents map (whose edge order no shuffle can set)."""
+    cfg = GenConfig(seed=11, n_nodes=(4, 9), variants=("any",), shuffle_order=shuffle, naming=("phrases", "letters"),
+                    encoding=("matrix", "json_parents", "arrows", "clear", "prose"))
+    regrouped = 0
+    for task in ("backdoor_set", "blocking_set", "cycle_witness"):
+        for p in generate(task, 15, cfg):
+            trace = canonical_trace(p, "rule", 0, rationale="scan")
+            read = _as_read(p)
+            want = read or render_order(p)
+            assert trace.split("\n", 1)[0] == "GRAPH: " + render_graph(p.graph, "arrows", want)
+            assert score(trace, p).total == 6
+            if read is not None:
+                regrouped += list(read.directed) != list((render_order(p) or RenderOrder(
+                    p.graph.nodes, tuple(sorted(p.graph.directed)))).directed)
+    assert regrouped >= 5  # the case the old rows got wrong: edges in an order the prompt does not show
+
+
 def test_shuffled_prompts_and_traces_that_follow_them():
     base = dict(seed=5, n_nodes=(6, 9), variants=("any",), encoding=("arrows", "clear", "prose", "json_parents"))
     plain = generate("backdoor_set", 12, GenConfig(**base))
@@ -71,7 +106,7 @@ def test_shuffled_prompts_and_traces_that_follow_them():
         unsorted += list(order.directed) != sorted(b.graph.directed)
         trace = canonical_trace(b, "rule", 0, rationale="rule")
         graph_line = trace.split("\n", 1)[0]
-        assert graph_line == "GRAPH: " + render_graph(b.graph, "arrows", order)
+        assert graph_line == "GRAPH: " + render_graph(b.graph, "arrows", _as_read(b) or order)
         assert score(trace, b).total == 6
         listed = re.findall(r"(\w+) -> (\w+)", graph_line)
         into = re.search(r"Edges into \w+: ([^.]*)\.", trace)

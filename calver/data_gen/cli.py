@@ -108,7 +108,7 @@ def run_gen(args: argparse.Namespace) -> int:
     from calver.data_gen.drills import drill_config, drills
     from calver.data_gen.export import export_dataset
 
-    drill_cfg = drill_config(rc.drills, rc.gen.seed, rc.gen.n_nodes, rc.gen.naming)
+    drill_cfg = drill_config(rc.drills, rc.gen.seed, rc.gen.n_nodes, rc.gen.naming, rc.drill_kinds, rc.gen.encoding)
     try:
         manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system, answers=rc.answers,
                                   witnesses=rc.trace_witnesses, rationale=rc.rationale,
@@ -118,6 +118,6 @@ def run_gen(args: argparse.Namespace) -> int:
     except OSError as e:  # a folder we may not write, a full disk, a path component that is a file
         print(f"calver gen: error: cannot write {rc.out}: {e.strerror or e}", file=sys.stderr)
         return 2
-    drilled = f" and {manifest['n_drills']} lookup drills" if manifest["n_drills"] else ""
+    drilled = f" and {manifest['n_drills']} drills" if manifest["n_drills"] else ""
     print(f"wrote {manifest['n_rows']} rows{drilled} to {rc.out} (content hash {manifest['content_hash'][:16]}...)")
     return 0

@@ -10,28 +10,38 @@ no more often than writing "no" everywhere. A drill is the lookup with nothing a
     assistant: Scan for edges into L: K -> L yes, L -> I no, N -> L yes. Edges into L: K -> L, N -> L.
 
 The assistant turn is exactly what a ``scan`` rationale writes (:func:`calver.data_gen.rationales.scan_lookup`),
-so the skill is the one the traces need. Each drill is drawn from its own seed (``{seed}-{i}``), so a row
-does not depend on how many were asked for; graphs, names and edge orders vary as in the training mix.
+so the skill is the one the traces need. A *transcription* drill (kind ``transcribe``) practises the step
+before it, the GRAPH line itself: the graph in one of the prompt encodings (a matrix, a parents map, prose,
+CLEAR's sentence), and as its answer the GRAPH line a trace writes for it, edges in the order the text gives
+them (:func:`calver.verifier.parsers.reading_order`). Each drill is drawn from its own seed (``{seed}-{i}``),
+so a row does not depend on how many were asked for; graphs, names and edge orders vary as in the training mix.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, field
 from typing import Any, Sequence
 
 from calver.data_gen.graphs import label, random_skeleton
 from calver.data_gen.names import NAMINGS, node_names
+from calver.data_gen.prompts import problem_text
 from calver.data_gen.rationales import LookupCheck, check_lookups, scan_lookup
 from calver.verifier.contract import format_path
 from calver.verifier.formats.common import RenderOrder
-from calver.verifier.graph import CausalGraph
+from calver.verifier.graph import CausalGraph, GraphError
+from calver.verifier.parsers import RENDER_FORMATS, parse_graph, reading_order, render_graph
 
 DRILL_TASK = "lookup_drill"
+TRANSCRIBE_TASK = "transcribe_drill"
 DRILL_SYSTEM = "Task: lookup. Scan the GRAPH line edge by edge, then list the edges asked for."
-KINDS = ("into", "out of")
+TRANSCRIBE_SYSTEM = "Task: transcribe. Copy the graph as a GRAPH line, its edges in the order the text gives them."
+TRANSCRIBE_QUESTION = "Write the graph as a GRAPH line."
+LOOKUP_KINDS = ("into", "out of")
+KINDS = (*LOOKUP_KINDS, "transcribe")
 GRAPH_KINDS = ("DAG", "ADMG", "directed")
 TRAINING_NAMINGS = ("letters", "random_letters", "identifiers", "phrases")
+TRAINING_ENCODINGS = ("arrows", "clear", "json_parents", "prose", "matrix")  # configs/gen/training-mix.yaml's
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,9 @@ class DrillConfig:
     """What the drills are drawn from: ``n`` drills, each seeded ``{seed}-{i}``; graphs of ``min_nodes``..
     ``max_nodes`` nodes at edge ``density`` (``latent``: bidirected-edge probability in ADMGs), of the
     ``graph_kinds``, named by one of ``namings`` (:data:`~calver.data_gen.names.NAMINGS` entries) drawn per drill;
-    edges listed in a random order when ``shuffle_order`` (else sorted). The default namings are the training
-    mix's: the domain vocabularies are the held-out split's names."""
+    edges listed in a random order when ``shuffle_order`` (else sorted); one of ``kinds`` per drill (a lookup
+    ``into`` / ``out of`` a node, or ``transcribe`` from one of ``encodings``). The default namings and
+    encodings are the training mix's: the domain vocabularies are the held-out split's names."""
 
     n: int = 1000
     seed: int = 0
@@ -51,7 +62,8 @@ class DrillConfig:
     graph_kinds: tuple[str, ...] = GRAPH_KINDS
     namings: tuple[str, ...] = TRAINING_NAMINGS
     shuffle_order: bool = True
-    kinds: tuple[str, ...] = KINDS
+    kinds: tuple[str, ...] = LOOKUP_KINDS
+    encodings: tuple[str, ...] = TRAINING_ENCODINGS
 
     def __post_init__(self) -> None:
         if self.n < 0:
@@ -61,20 +73,68 @@ class DrillConfig:
         if not 0.0 < self.density <= 1.0 or not 0.0 <= self.latent <= 1.0:
             raise ValueError("drills: density must be in (0, 1] and latent in [0, 1]")
         for got, allowed, what in ((self.graph_kinds, GRAPH_KINDS, "graph_kinds"), (self.kinds, KINDS, "kinds"),
-                                   (self.namings, NAMINGS, "namings")):
+                                   (self.namings, NAMINGS, "namings"), (self.encodings, RENDER_FORMATS, "encodings")):
             if not got or set(got) - set(allowed):
                 raise ValueError(f"drills: {what} must be a non-empty subset of {allowed}, got {got!r}")
 
 
 @dataclass(frozen=True)
+class TranscriptionCheck:
+    """Transcription replies checked against their graphs: ``drills`` asked, ``parsed`` of them with a GRAPH line
+    that reads as a graph, ``exact`` of them the drill's graph (as the GRAPH bit judges a trace), ``verbatim`` of
+    them the gold line character for character (edges in the text's order); ``listed`` edges, ``right`` of them
+    the graph's, out of ``graph_edges`` in all."""
+
+    drills: int = 0
+    parsed: int = 0
+    exact: int = 0
+    verbatim: int = 0
+    listed: int = 0
+    right: int = 0
+    graph_edges: int = 0
+
+    def __add__(self, other: "TranscriptionCheck") -> "TranscriptionCheck":
+        return TranscriptionCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+@dataclass(frozen=True)
+class DrillCheck:
+    """The replies to some drills, checked: the lookups' scans and the transcriptions."""
+
+    lookup: LookupCheck = field(default_factory=LookupCheck)
+    transcription: TranscriptionCheck = field(default_factory=TranscriptionCheck)
+
+    def __add__(self, other: "DrillCheck") -> "DrillCheck":
+        return DrillCheck(self.lookup + other.lookup, self.transcription + other.transcription)
+
+
+def check_transcription(reply: str, g: CausalGraph, gold: str) -> TranscriptionCheck:
+    """``reply``'s first GRAPH line against ``g`` (``gold``: the drill's own answer line)."""
+    edges = len(g.directed) + len(g.bidirected)
+    line = next((ln.strip() for ln in reply.splitlines() if ln.strip().startswith("GRAPH:")), None)
+    if line is None:
+        return TranscriptionCheck(drills=1, graph_edges=edges)
+    try:
+        got = parse_graph(line.removeprefix("GRAPH:").strip(), "arrows")
+    except GraphError:
+        return TranscriptionCheck(drills=1, graph_edges=edges)
+    right = len(got.directed & g.directed) + len(got.bidirected & g.bidirected)
+    exact = set(got.nodes) == set(g.nodes) and got.directed == g.directed and got.bidirected == g.bidirected
+    return TranscriptionCheck(drills=1, parsed=1, exact=int(exact), verbatim=int(line == gold.strip()),
+                              listed=len(got.directed) + len(got.bidirected), right=right, graph_edges=edges)
+
+
+@dataclass(frozen=True)
 class Drill:
-    """One lookup: the edges ``kind`` ``node`` in ``graph``, whose GRAPH line lists its edges in ``order``."""
+    """One drill on ``graph``, listed in ``order``: the edges ``kind`` (``into`` / ``out of``) ``node`` in its
+    GRAPH line, or (``transcribe``) its GRAPH line from the graph rendered in ``encoding``."""
 
     id: str
     graph: CausalGraph
     order: RenderOrder
     kind: str
-    node: str
+    node: str = ""
+    encoding: str = "arrows"
 
     @property
     def graph_line(self) -> str:
@@ -82,22 +142,29 @@ class Drill:
 
     @property
     def question(self) -> str:
+        if self.kind == "transcribe":
+            return problem_text(self.graph, TRANSCRIBE_QUESTION, self.encoding, order=self.order)
         return f"{self.graph_line}\nList the edges {self.kind} {format_path([self.node])}."
 
     @property
     def answer(self) -> str:
+        if self.kind == "transcribe":
+            return "GRAPH: " + self.graph.to_text(reading_order(self.graph, self.encoding, self.order))
         return scan_lookup(self.kind, self.node, self.graph, self.order)
 
     def row(self) -> dict[str, Any]:
         """The SFT chat row (``messages``), with ``id`` and ``task``."""
-        return {"id": self.id, "task": DRILL_TASK, "messages": [
-            {"role": "system", "content": DRILL_SYSTEM},
+        transcribe = self.kind == "transcribe"
+        return {"id": self.id, "task": TRANSCRIBE_TASK if transcribe else DRILL_TASK, "messages": [
+            {"role": "system", "content": TRANSCRIBE_SYSTEM if transcribe else DRILL_SYSTEM},
             {"role": "user", "content": self.question},
             {"role": "assistant", "content": self.answer}]}
 
-    def check(self, reply: str) -> LookupCheck:
-        """``reply``'s scans and lookups, checked against the drill's graph."""
-        return check_lookups(reply, self.graph)
+    def check(self, reply: str) -> DrillCheck:
+        """``reply`` checked against the drill's graph: its scans and lookups, or its transcription."""
+        if self.kind == "transcribe":
+            return DrillCheck(transcription=check_transcription(reply, self.graph, self.answer))
+        return DrillCheck(lookup=check_lookups(reply, self.graph))
 
 
 def draw_drill(cfg: DrillConfig, i: int) -> Drill:
@@ -117,16 +184,26 @@ def draw_drill(cfg: DrillConfig, i: int) -> Drill:
             rng.shuffle(seq)
     order = RenderOrder(tuple(nodes), tuple(directed), tuple(bidirected))
     kind = rng.choice(cfg.kinds)
+    if kind == "transcribe":
+        encoding = rng.choice(cfg.encodings)
+        try:
+            render_graph(g, encoding, order)
+        except GraphError:  # a name a parents map reserves: the arrow list says the same
+            encoding = "arrows"
+        return Drill(f"{TRANSCRIBE_TASK}-{cfg.seed}-{i}", g, order, kind, encoding=encoding)
     ends = sorted({e[1] if kind == "into" else e[0] for e in directed})
     # most lookups ask about a node with edges of that kind, as the rules do; some about one without
     node = rng.choice(ends) if rng.random() < 0.85 else rng.choice(nodes)
     return Drill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node)
 
 
-def drill_config(n: int, seed: int, n_nodes: Sequence[int], namings: Sequence[str]) -> DrillConfig:
-    """The drills of a ``calver gen`` run: its seed, node range and namings (``n_nodes``: N or MIN, MAX)."""
+def drill_config(n: int, seed: int, n_nodes: Sequence[int], namings: Sequence[str],
+                 kinds: Sequence[str] = LOOKUP_KINDS, encodings: Sequence[str] = TRAINING_ENCODINGS) -> DrillConfig:
+    """The drills of a ``calver gen`` run: its seed, node range, namings and encodings (``n_nodes``: N or MIN,
+    MAX), of the ``kinds`` asked."""
     lo, hi = (n_nodes[0], n_nodes[-1])
-    return DrillConfig(n=n, seed=seed, min_nodes=max(2, lo), max_nodes=max(2, hi), namings=tuple(namings))
+    return DrillConfig(n=n, seed=seed, min_nodes=max(2, lo), max_nodes=max(2, hi), namings=tuple(namings),
+                       kinds=tuple(kinds), encodings=tuple(encodings))
 
 
 def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
@@ -135,9 +212,10 @@ def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
 
 
 def drill_graph_record(d: Drill) -> dict[str, Any]:
-    """What ``drills.jsonl`` keeps of a drill: its id and graph (arrow text and class), the lookup asked."""
+    """What ``drills.jsonl`` keeps of a drill: its id and graph (arrow text and class), what it asks."""
+    asked = {"encoding": d.encoding} if d.kind == "transcribe" else {"node": d.node}
     return {"id": d.id, "graph": d.graph.to_text(d.order), "graph_class": d.graph.kind.value, "kind": d.kind,
-            "node": d.node}
+            **asked}
 
 
 def drills(cfg: DrillConfig) -> list[Drill]:
@@ -149,11 +227,11 @@ def drill_rows(cfg: DrillConfig) -> list[dict[str, Any]]:
     return [d.row() for d in drills(cfg)]
 
 
-def score_replies(items: Sequence[Drill], replies: Sequence[str]) -> LookupCheck:
-    """The replies' lookups and scans, summed over the drills (a reply per drill, in order)."""
+def score_replies(items: Sequence[Drill], replies: Sequence[str]) -> DrillCheck:
+    """The replies' lookups, scans and transcriptions, summed over the drills (a reply per drill, in order)."""
     if len(items) != len(replies):
         raise ValueError(f"score_replies: {len(items)} drills but {len(replies)} replies")
-    total = LookupCheck()
+    total = DrillCheck()
     for d, r in zip(items, replies):
         total += d.check(r)
     return total

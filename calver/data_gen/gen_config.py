@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
+from calver.data_gen.drills import KINDS as DRILL_KINDS
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.prompts import SYSTEMS
 from calver.data_gen.rationales import STYLES as RATIONALE_STYLES
@@ -186,10 +187,12 @@ class RunConfig:
                                "STRATEGY (calver.data_gen.rationales; scores are unchanged): none | rule (the "
                                "rule and the edges it reads) | scan (each edge lookup as a yes/no pass over "
                                "the GRAPH line first)")
-    drills: int = cfg_field(0, help="lookup drills added to the SFT rows (calver.data_gen.drills: a node's edges "
-                            "found in an arrow list, alone, as a scan rationale writes it), drawn from the run's "
-                            "seed, node range and namings; their graphs are in drills.jsonl for `calver "
-                            "contamination`")
+    drills: int = cfg_field(0, help="drills added to the SFT rows (calver.data_gen.drills: a node's edges found in "
+                            "an arrow list, alone, as a scan rationale writes it; or a graph copied from an "
+                            "encoding into a GRAPH line), drawn from the run's seed, node range, namings and "
+                            "encodings; their graphs are in drills.jsonl for `calver contamination`")
+    drill_kinds: list[str] = cfg_field(help="the drills' kinds, one drawn per drill: into | out of (lookups) | "
+                                       "transcribe", default_factory=lambda: ["into", "out of"])
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -210,6 +213,10 @@ class RunConfig:
             raise ConfigError(f"field 'witnesses' must be null or an integer >= 0, got {self.witnesses!r}")
         if not _is_int(self.drills) or not 0 <= self.drills <= MAX_N:
             raise ConfigError(f"field 'drills' must be an integer in 0..{MAX_N:,}, got {self.drills!r}")
+        kinds = [self.drill_kinds] if isinstance(self.drill_kinds, str) else self.drill_kinds
+        if not isinstance(kinds, list) or not kinds or not set(kinds) <= set(DRILL_KINDS):
+            raise ConfigError(f"field 'drill_kinds' must be a non-empty list from {DRILL_KINDS}, got {kinds!r}")
+        self.drill_kinds = list(kinds)
         if self.rationale not in RATIONALES:
             raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
 

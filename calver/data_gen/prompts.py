@@ -12,9 +12,9 @@ import functools
 from typing import Any
 
 from calver.verifier.formats.common import RenderOrder
-from calver.verifier.graph import CausalGraph, GraphClass
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.instructions import contract_instructions
-from calver.verifier.parsers import render_graph
+from calver.verifier.parsers import RENDER_FORMATS, reading_order, render_graph
 from calver.verifier.problem import Problem
 
 ENCODING_HEADERS: dict[str, str] = {
@@ -74,6 +74,21 @@ def render_order(problem: Problem) -> RenderOrder | None:
         return None
     return RenderOrder(tuple(o["nodes"]), tuple((a, b) for a, b in o["directed"]),
                        tuple((a, b) for a, b in o.get("bidirected", ())))
+
+
+def graph_line_order(problem: Problem) -> RenderOrder | None:
+    """The order a trace's GRAPH line copies ``problem``'s graph in: the order its prompt's encoding lists the
+    nodes and edges (:func:`~calver.verifier.parsers.reading_order`; a matrix row by row, a parents map node by
+    node), where the prompt shows the graph rendered in ``meta["encoding"]``; else :func:`render_order`."""
+    order = render_order(problem)
+    enc = problem.meta.get("encoding") if isinstance(problem.meta, dict) else None
+    if problem.graph is None or enc not in RENDER_FORMATS:
+        return order
+    try:
+        shown = render_graph(problem.graph, enc, order)
+    except GraphError:  # a graph this encoding cannot render is not what the prompt shows
+        return order
+    return reading_order(problem.graph, enc, order) if shown in (problem.text or "") else order
 
 
 def prompt_encoding(problem: Problem) -> str | None:

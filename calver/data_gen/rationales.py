@@ -34,7 +34,7 @@ import re
 from dataclasses import astuple, dataclass
 from typing import Any, Callable, Mapping
 
-from calver.data_gen.prompts import render_order
+from calver.data_gen.prompts import graph_line_order
 from calver.verifier import Problem, get_family
 from calver.verifier.contract import format_path, format_set
 from calver.verifier.formats.common import RenderOrder, order_of
@@ -162,7 +162,7 @@ def rule_rationale(problem: Problem, obj: Any, style: str = "rule") -> str | Non
     if explain is None or problem.graph is None:
         return None
     fam = get_family(problem.task)
-    order = render_order(problem)
+    order = graph_line_order(problem)
     edges = order.directed if order is not None else sorted(problem.graph.directed)
     rank = Rank(tuple((a, b) for a, b in edges), scan=style == "scan")
     text = explain(problem.graph, fam.normalize_query(problem), fam.coerce_object(obj), rank)

@@ -1,9 +1,12 @@
-"""``calver drill-report``: can a policy look up a node's edges in an arrow list, alone?
+"""``calver drill-report``: can a policy look up a node's edges in an arrow list, or copy a graph into a GRAPH
+line, alone?
 
-Every rule answer is an edge lookup (:mod:`calver.data_gen.drills`). This command asks a model held-out
-lookup drills (seeded, so two models see the same ones), greedy, and checks each reply against the drill's
-graph: lookups exact, scans listing every edge, scan marks right, beside the marks that writing "no" for every
-edge would get right (the baseline a scan must beat). It reads no label: a drill's graph is its prompt.
+Every rule answer is an edge lookup in the GRAPH line, and the GRAPH line is a transcription of the prompt's
+graph (:mod:`calver.data_gen.drills`). This command asks a model held-out drills (seeded, so two models see the
+same ones), greedy, and checks each reply against the drill's graph. Lookups: exact, scans listing every edge,
+scan marks right, beside the marks that writing "no" for every edge would get right (the baseline a scan must
+beat). Transcriptions, overall and per encoding: exact graphs, verbatim lines, edge precision and recall. It
+reads no label: a drill's graph is its prompt.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from calver.config import add_command, cfg_field, parse_command
-from calver.data_gen.drills import DrillConfig, drills, score_replies
-from calver.data_gen.rationales import LookupCheck
+from calver.data_gen.drills import LOOKUP_KINDS, TRAINING_ENCODINGS, DrillCheck, DrillConfig, drills, score_replies
 
 HELD_OUT = ("medicine", "economics", "education", "ecology")  # configs/gen/heldout-4-9.yaml's names
 
@@ -33,23 +35,43 @@ class DrillReportConfig:
     max_nodes: int = cfg_field(9, help="largest drill graph")
     naming: list[str] = cfg_field(help="node namings, one drawn per drill (calver.data_gen.names NAMINGS; default: "
                                   "the held-out split's domain vocabularies)", default_factory=lambda: list(HELD_OUT))
+    kinds: list[str] = cfg_field(help="drill kinds, one drawn per drill: into | out of | transcribe",
+                                 default_factory=lambda: list(LOOKUP_KINDS))
+    encodings: list[str] = cfg_field(help="the transcription drills' encodings, one drawn per drill",
+                                     default_factory=lambda: list(TRAINING_ENCODINGS))
     max_tokens: int = cfg_field(512, help="reply token limit")
     backend: str = cfg_field("vllm", help="vllm | hf")
     out: str | None = cfg_field(None, help="write the report as JSON here (default: print only)")
 
     def drill_config(self) -> DrillConfig:
         return DrillConfig(n=self.n, seed=self.seed, min_nodes=self.min_nodes, max_nodes=self.max_nodes,
-                           namings=tuple(self.naming))
+                           namings=tuple(self.naming), kinds=tuple(self.kinds), encodings=tuple(self.encodings))
 
 
-def rates(c: LookupCheck) -> dict[str, Any]:
+def _share(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def rates(c: DrillCheck) -> dict[str, Any]:
     """The shares a report prints (None where nothing was counted)."""
-    def share(a: int, b: int) -> float | None:
-        return a / b if b else None
+    lk, tr = c.lookup, c.transcription
+    return {"lookups": lk.lookups, "exact": _share(lk.exact, lk.lookups), "scans": lk.scans,
+            "complete": _share(lk.complete, lk.scans), "scanned_in_graph": _share(lk.scanned_in_graph, lk.scanned),
+            "marks_right": _share(lk.marks_right, lk.scanned), "no_everywhere": _share(lk.not_the_node_s, lk.scanned),
+            "transcriptions": tr.drills, "graph_exact": _share(tr.exact, tr.drills),
+            "graph_verbatim": _share(tr.verbatim, tr.drills), "edge_precision": _share(tr.right, tr.listed),
+            "edge_recall": _share(tr.right, tr.graph_edges)}
 
-    return {"lookups": c.lookups, "exact": share(c.exact, c.lookups), "scans": c.scans,
-            "complete": share(c.complete, c.scans), "scanned_in_graph": share(c.scanned_in_graph, c.scanned),
-            "marks_right": share(c.marks_right, c.scanned), "no_everywhere": share(c.not_the_node_s, c.scanned)}
+
+def transcription_by_encoding(items, replies) -> dict[str, dict[str, Any]]:
+    """Per encoding: the transcription drills asked, their exact and verbatim shares, edge precision and recall."""
+    out: dict[str, dict[str, Any]] = {}
+    for enc in sorted({d.encoding for d in items if d.kind == "transcribe"}):
+        pairs = [(d, r) for d, r in zip(items, replies) if d.kind == "transcribe" and d.encoding == enc]
+        r = rates(score_replies([d for d, _ in pairs], [r for _, r in pairs]))
+        out[enc] = {k: r[k] for k in ("transcriptions", "graph_exact", "graph_verbatim", "edge_precision",
+                                      "edge_recall")}
+    return out
 
 
 def run_drill_report(cfg: DrillReportConfig) -> dict[str, Any]:
@@ -63,12 +85,18 @@ def run_drill_report(cfg: DrillReportConfig) -> dict[str, Any]:
         comps = sampler.generate(prompts, SamplingConfig(temperature=0.0, max_tokens=cfg.max_tokens, logprobs=False))
     replies = [c[0].text for c in comps]
     return {"model": cfg.model, "drills": asdict(cfg.drill_config()), "seconds": round(time.perf_counter() - t0, 1),
-            **rates(score_replies(items, replies)), "first_reply": replies[0] if replies else None}
+            **rates(score_replies(items, replies)), "by_encoding": transcription_by_encoding(items, replies),
+            "first_reply": replies[0] if replies else None}
 
 
 def _main(args) -> int:
     cfg = parse_command("drill-report", DrillReportConfig, args)
     if cfg is None:
+        return 2
+    try:
+        cfg.drill_config()
+    except ValueError as e:
+        print(f"calver drill-report: error: {e}", file=sys.stderr)
         return 2
     report = run_drill_report(cfg)
     text = json.dumps(report, indent=2)
@@ -81,5 +109,5 @@ def _main(args) -> int:
 
 def add_commands(subparsers) -> None:
     p = add_command(subparsers, "drill-report", (DrillReportConfig,), description=__doc__,
-                    help="ask a model held-out edge-lookup drills; check its scans against the graphs")
+                    help="ask a model held-out lookup and transcription drills; check its replies against the graphs")
     p.set_defaults(func=_main)

@@ -25,13 +25,13 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from calver.verifier.formats import arrows, clear, dot, graphml, json, matrix, prose
-from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder
+from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder, order_of
 from calver.verifier.formats.objects import parse_node_list, parse_node_set, parse_node_sets, parse_path
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
 from calver.verifier.memo import memoized, text_cost
 
 __all__ = ["GraphError", "ParseError", "parse_graph", "render_graph", "parse_node_set", "parse_node_sets",
-           "parse_node_list", "parse_path", "graph_cache", "FORMATS", "RENDER_FORMATS"]
+           "parse_node_list", "parse_path", "graph_cache", "reading_order", "FORMATS", "RENDER_FORMATS"]
 
 FORMATS = ("arrows", "json", "matrix", "graphml", "dot", "clear", "prose")
 RENDER_FORMATS = ("arrows", "json", "json_parents", "matrix", "graphml", "dot", "prose", "clear")
@@ -41,6 +41,7 @@ _CACHE_MAX_CHARS = 65_536
 
 _PARSERS = {"arrows": arrows.parse, "json": json.parse, "matrix": matrix.parse, "graphml": graphml.parse,
             "dot": dot.parse, "clear": clear.parse, "prose": prose.parse}
+_READERS = {**_PARSERS, "json_parents": json.parse}
 # after JSON, in this order; JSON goes first on an opening bracket
 _DETECT = (("graphml", graphml.detect), ("dot", dot.detect), ("clear", clear.detect), ("matrix", matrix.detect),
            ("arrows", arrows.detect))
@@ -143,3 +144,17 @@ def render_graph(g: CausalGraph, fmt: str = "arrows", order: RenderOrder | None 
     if render is None:
         raise GraphError(f"unknown render format {fmt!r}; expected one of {', '.join(RENDER_FORMATS)}")
     return render(g, order)
+
+
+def reading_order(g: CausalGraph, fmt: str = "arrows", order: RenderOrder | None = None) -> RenderOrder:
+    """The order in which a reader of ``render_graph(g, fmt, order)`` meets ``g``'s nodes and edges, each at its
+    first mention: ``order`` itself for the list formats, but row by row for a matrix and node by node for a
+    parents map (whose edge order ``order`` cannot set). A trace that copies the graph in this order copies
+    it as it reads it, instead of in an order the prompt does not show."""
+    o = order_of(g, order)
+    fmt = fmt.lower()
+    if fmt not in _READERS:
+        raise GraphError(f"unknown render format {fmt!r}; expected one of {', '.join(RENDER_FORMATS)}")
+    _, directed, bidirected, _ = _READERS[fmt](render_graph(g, fmt, o), list(o.nodes))
+    bi = (tuple(sorted((a, b))) for a, b in bidirected)  # a parents map names each spouse pair twice
+    return RenderOrder(o.nodes, tuple(dict.fromkeys(directed)), tuple(dict.fromkeys(bi))).check(g)

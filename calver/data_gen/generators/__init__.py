@@ -32,7 +32,7 @@ from calver.data_gen.generators.families import (
     task_variants,
 )
 from calver.data_gen.names import node_names
-from calver.data_gen.prompts import problem_text, prompt_encoding, render_order
+from calver.data_gen.prompts import graph_line_order, problem_text, prompt_encoding
 from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.problem import Problem
@@ -354,6 +354,7 @@ def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | 
     from calver.data_gen.rationales import rule_rationale, with_rationale
 
     obj = canonical_answer(problem, answers)
-    # the GRAPH slot copies the graph in the order the prompt lists it (None: sorted, as always)
-    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses, order=render_order(problem))
+    # the GRAPH slot copies the graph as the prompt lists it (a matrix row by row; None: sorted, as always)
+    order = graph_line_order(problem)
+    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses, order=order)
     return trace if rationale == "none" else with_rationale(trace, rule_rationale(problem, obj, rationale))
