@@ -245,6 +245,7 @@ def test_gen_draws_transcription_drills_in_the_runs_encodings(tmp_path):
     assert {d.kind for d in want} == {"transcribe", "into"}
     records = [json.loads(r) for r in _lines(out / "drills.jsonl")]
     assert all(r["encoding"] in ("matrix", "json_parents") for r in records if r["kind"] == "transcribe")
+    assert "ends with 9 drills" in (out / "README.md").read_text()  # the dataset card says so
     assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "2", "--drills", "2", "--drill_kinds", "sideways",
                      "--out", str(tmp_path / "bad")]) == 2
 

@@ -88,6 +88,8 @@ def test_the_graph_line_copies_the_graph_as_the_prompt_lists_it(shuffle):
             want = read or render_order(p)
             assert trace.split("\n", 1)[0] == "GRAPH: " + render_graph(p.graph, "arrows", want)
             assert score(trace, p).total == 6
+            # a JSON round trip (problems.jsonl, `calver contamination --clean_out`) writes the same row
+            assert canonical_trace(Problem.from_dict(p.to_dict()), "rule", 0, rationale="scan") == trace
             if read is not None:
                 regrouped += list(read.directed) != list((render_order(p) or RenderOrder(
                     p.graph.nodes, tuple(sorted(p.graph.directed)))).directed)

@@ -191,6 +191,10 @@ def dataset_card(manifest: dict[str, Any], problems: Sequence[Problem]) -> str:
     many = sum(1 for v in n_valid if v >= 2)
     tasks = "\n".join(f"| {t} | {c} |" for t, c in manifest["tasks"].items())
     cfg = json.dumps(manifest["config"], indent=2, sort_keys=True) if manifest["config"] else "(not recorded)"
+    drill_cfg = manifest.get("drill_config") or {}
+    drilled = (f"\n- `sft` ends with {manifest['n_drills']} drills (`calver.data_gen.drills`, kinds "
+               f"{', '.join(drill_cfg.get('kinds', ()))}): short rows without a trace, whose graphs are in "
+               "`drills.jsonl`." if manifest.get("n_drills") else "")
     return f"""---
 pretty_name: calver synthetic causal-graph problems ({manifest['name']})
 tags: [causal-reasoning, calver, synthetic]
@@ -222,7 +226,7 @@ any selector sees a row.
   (a canonical six-slot trace for a valid answer drawn at random from the validity class; it
   scores 6 under `calver.verifier.score`).
 - `grpo`: `prompt` (system + user) plus `problem_json` for the reward function
-  (`Problem.from_dict(json.loads(row["problem_json"]))`).
+  (`Problem.from_dict(json.loads(row["problem_json"]))`).{drilled}
 
 Files: `problems.jsonl`, `sft.jsonl`, `grpo.jsonl`, `sft.parquet`, `grpo.parquet`, `hf/`
 (`datasets.load_from_disk`), `manifest.json`.
