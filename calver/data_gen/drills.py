@@ -20,13 +20,13 @@ so a row does not depend on how many were asked for; graphs, names and edge orde
 from __future__ import annotations
 
 import random
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from calver.data_gen.graphs import label, random_skeleton
 from calver.data_gen.names import NAMINGS, node_names
 from calver.data_gen.prompts import problem_text
-from calver.data_gen.rationales import LookupCheck, check_lookups, scan_lookup
+from calver.data_gen.rationales import Counts, LookupCheck, check_lookups, scan_lookup
 from calver.verifier.contract import format_path
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
@@ -79,7 +79,7 @@ class DrillConfig:
 
 
 @dataclass(frozen=True)
-class TranscriptionCheck:
+class TranscriptionCheck(Counts):
     """Transcription replies checked against their graphs: ``drills`` asked, ``parsed`` of them with a GRAPH line
     that reads as a graph, ``exact`` of them the drill's graph (as the GRAPH bit judges a trace), ``verbatim`` of
     them the gold line character for character (edges in the text's order); ``listed`` edges, ``right`` of them
@@ -92,9 +92,6 @@ class TranscriptionCheck:
     listed: int = 0
     right: int = 0
     graph_edges: int = 0
-
-    def __add__(self, other: "TranscriptionCheck") -> "TranscriptionCheck":
-        return TranscriptionCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
 
 @dataclass(frozen=True)

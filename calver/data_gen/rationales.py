@@ -183,8 +183,17 @@ def with_rationale(trace: str, rationale: str | None) -> str:
 _LOOKUP = re.compile(r"(Scan for edges|Edges) (into|out of) (.+?): (.+?)\.(?= Edges | Scan |\n|$)", re.MULTILINE)
 
 
+class Counts:
+    """A frozen dataclass of counts that adds field by field (checks summed over many replies)."""
+
+    def __add__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return type(self)(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
 @dataclass(frozen=True)
-class LookupCheck:
+class LookupCheck(Counts):
     """The edge lookups of the rationales in some traces, checked against their graphs: ``lookups`` stated,
     ``exact`` of them listing exactly the node's edges; ``listed`` edges, ``listed_true`` of them the node's,
     ``in_graph`` of them in the graph at all; ``true``: the node's edges over all lookups. Scans (the ``scan``
@@ -205,9 +214,6 @@ class LookupCheck:
     scanned_in_graph: int = 0
     marks_right: int = 0
     not_the_node_s: int = 0
-
-    def __add__(self, other: "LookupCheck") -> "LookupCheck":
-        return LookupCheck(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
 
 def _edge(text: str) -> tuple[str, ...]:
