@@ -19,10 +19,13 @@ PARENT = r"""
 import multiprocessing as mp, os, signal, subprocess, sys, time
 from calver.infer.child_reaper import reap_descendants_on_exit
 
+def say(*words):  # one write per line: the forked child and the parent share the pipe (atomic below PIPE_BUF)
+    os.write(1, (" ".join(map(str, words)) + "\n").encode())
+
 def stubborn():
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a grandchild
-    print("grandchild", child.pid, flush=True)
+    say("grandchild", child.pid)
     time.sleep(600)
 
 if __name__ == "__main__":
@@ -31,10 +34,10 @@ if __name__ == "__main__":
     p = ctx.Process(target=stubborn, daemon=False)
     p.start()
     q = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    print("forked", p.pid, flush=True)
-    print("spawned", q.pid, flush=True)
+    say("forked", p.pid)
+    say("spawned", q.pid)
     time.sleep(1.0)  # let the watchdog record them
-    print("ready", flush=True)
+    say("ready")
     time.sleep(600)
 """
 
