@@ -19,6 +19,7 @@ from calver.evaluation.audits import (
 )
 from calver.evaluation.units import load_units
 from calver.verifier import Problem, get_family, grade, parse_graph, score
+from calver.verifier.graph import CausalGraph
 
 
 def _p(task, query, graph, pid, kind=None):
@@ -125,6 +126,10 @@ def test_corrupt_graph_ladder_shapes(kind):
         assert h.directed == {(b, a) for a, b in g.directed}
     with pytest.raises(ValueError):
         corrupt_graph(g, "shuffle")
+    # the same graph with its nodes listed in another order gets the same corruption, in its own node order
+    listed = CausalGraph.build(["F", "D", "A", "C", "E", "B"], sorted(g.directed))
+    again = corrupt_graph(listed, kind, 0.1, np.random.default_rng(0))
+    assert again == h and again.nodes == listed.nodes
 
 
 def test_pool_audits_and_ladder(tmp_path):

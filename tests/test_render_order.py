@@ -3,6 +3,7 @@ back, edge lists follow the order, and a generated item's SFT trace copies the g
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -144,3 +145,24 @@ def test_family_canonical_traces_list_the_graph_in_a_given_order(task):
         assert trace.split("\n", 1)[1] == fam.canonical_trace(p).split("\n", 1)[1]
         assert fam.canonical_trace(p).split("\n", 1)[0] == "GRAPH: " + g.to_text()
         assert score(trace, p).total == 6
+
+
+def test_a_json_round_trip_keeps_the_graphs_node_order():
+    """``to_dict`` writes the graph as arrow text, which lists nodes as its edges meet them; ``from_dict`` takes
+    the order back from ``variables``, so a matrix or parents map rendered after the trip is the prompt's."""
+    rng = random.Random(8)
+    for i in range(40):
+        g = _admg(rng) if i % 4 == 0 else random_dag(rng, 8)
+        g = CausalGraph.build(rng.sample(g.nodes, len(g.nodes)), sorted(g.directed), sorted(g.bidirected), g.kind)
+        p = Problem(task="backdoor_set", query={"treatment": g.nodes[0], "outcome": g.nodes[1]}, graph=g)
+        back = Problem.from_dict(json.loads(json.dumps(p.to_dict())))
+        assert back.graph == g and back.graph.nodes == g.nodes and back.graph.kind == g.kind
+        for fmt in ("matrix", "json_parents"):
+            assert render_graph(back.graph, fmt) == render_graph(g, fmt)
+        # variables that are not the graph's nodes declare nothing about its order
+        d = p.to_dict()
+        d["variables"] = None
+        assert set(Problem.from_dict(d).graph.nodes) == set(g.nodes)
+    moved = Problem.from_dict({"task": "backdoor_set", "query": {}, "graph": "A -> B, B -> C",
+                               "variables": ["C", "A", "B"]})
+    assert moved.graph.nodes == ("C", "A", "B")

@@ -85,18 +85,11 @@ def graph_line_order(problem: Problem) -> RenderOrder | None:
     g = problem.graph
     if g is None or enc not in RENDER_FORMATS:
         return order
-    # A JSON round trip does not keep a graph's node order, which a matrix or parents map shows: try the
-    # generator's (names sorted) too, and keep the order whose rendering the prompt holds.
-    tries = [order] if order is not None else [None, RenderOrder(tuple(sorted(g.nodes)), tuple(sorted(g.directed)),
-                                                                 tuple(sorted(g.bidirected)))]
-    for o in tries:
-        try:
-            shown = render_graph(g, enc, o)
-        except GraphError:  # a graph this encoding cannot render is not what the prompt shows
-            return order
-        if shown in (problem.text or ""):
-            return reading_order(g, enc, o)
-    return order
+    try:
+        shown = render_graph(g, enc, order)
+    except GraphError:  # a graph this encoding cannot render is not what the prompt shows
+        return order
+    return reading_order(g, enc, order) if shown in (problem.text or "") else order
 
 
 def prompt_encoding(problem: Problem) -> str | None:

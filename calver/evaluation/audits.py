@@ -207,7 +207,7 @@ def corrupt_graph(graph: CausalGraph, kind: str, frac: float = 0.1,
     edge reversed. ``clean``: the graph itself.
     """
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
-    nodes = list(graph.nodes)
+    nodes = sorted(graph.nodes)  # the draws depend on the graph, not on the order a file listed its nodes in
     d = sorted(graph.directed)
     bi = sorted(graph.bidirected)
     n_edges = len(d) + len(bi)
@@ -257,4 +257,4 @@ def corrupt_graph(graph: CausalGraph, kind: str, frac: float = 0.1,
         d2, b2 = [(b, a) for a, b in d], bi
     else:
         raise ValueError(f"unknown corruption {kind!r}; expected one of {LADDER}")
-    return CausalGraph.build(nodes, d2, b2, graph.kind, validate=False)
+    return CausalGraph.build(graph.nodes, d2, b2, graph.kind, validate=False)

@@ -61,7 +61,8 @@ def check_name(name: object) -> None:
                          "quote it")
 
 
-def _bidirected_key(a: str, b: str) -> tuple[str, str]:
+def bidirected_key(a: str, b: str) -> tuple[str, str]:
+    """A bidirected edge as a graph keys it: its two ends in sorted order."""
     return (a, b) if a <= b else (b, a)
 
 
@@ -114,7 +115,7 @@ class CausalGraph:
         for a, b in b_list:
             if a == b:
                 raise GraphError(f"bidirected self-loop {a}<->{a} is not allowed")
-            b_edges.add(_bidirected_key(a, b))
+            b_edges.add(bidirected_key(a, b))
 
         index = {n: i for i, n in enumerate(order)}
         parents = [0] * len(order)
@@ -210,7 +211,7 @@ class CausalGraph:
         if edge_type == "<-":
             return (b, a) in self.directed
         if edge_type == "<->":
-            return _bidirected_key(a, b) in self.bidirected
+            return bidirected_key(a, b) in self.bidirected
         raise GraphError(f"unknown edge type {edge_type!r}")
 
     def parents(self, node: str) -> frozenset[str]:
@@ -255,11 +256,11 @@ class CausalGraph:
         kind: GraphClass | str | None = None,
         validate: bool = False,
     ) -> "CausalGraph":
-        rb = {_bidirected_key(a, b) for a, b in remove_bidirected}
+        rb = {bidirected_key(a, b) for a, b in remove_bidirected}
         return CausalGraph.build(
             self.nodes,
             (self.directed - set(remove_directed)) | set(add_directed),
-            (self.bidirected - rb) | {_bidirected_key(a, b) for a, b in add_bidirected},
+            (self.bidirected - rb) | {bidirected_key(a, b) for a, b in add_bidirected},
             kind or self.kind,
             validate=validate,
         )

@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from calver.verifier.formats import arrows, clear, dot, graphml, json, matrix, prose
 from calver.verifier.formats.common import MAX_EDGES, ParseError, RenderOrder, order_of
 from calver.verifier.formats.objects import parse_node_list, parse_node_set, parse_node_sets, parse_path
-from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+from calver.verifier.graph import CausalGraph, GraphClass, GraphError, bidirected_key
 from calver.verifier.memo import memoized, text_cost
 
 __all__ = ["GraphError", "ParseError", "parse_graph", "render_graph", "parse_node_set", "parse_node_sets",
@@ -45,6 +45,8 @@ _READERS = {**_PARSERS, "json_parents": json.parse}
 # after JSON, in this order; JSON goes first on an opening bracket
 _DETECT = (("graphml", graphml.detect), ("dot", dot.detect), ("clear", clear.detect), ("matrix", matrix.detect),
            ("arrows", arrows.detect))
+# the formats that group edges by node, so a reader meets them in an order ``RenderOrder`` cannot set
+_REGROUPING = frozenset({"matrix", "json_parents"})
 _RENDERERS = {"arrows": arrows.render, "json": json.render, "json_parents": json.render_parents,
               "matrix": matrix.render, "graphml": graphml.render, "dot": dot.render, "prose": prose.render,
               "clear": clear.render}
@@ -155,6 +157,8 @@ def reading_order(g: CausalGraph, fmt: str = "arrows", order: RenderOrder | None
     fmt = fmt.lower()
     if fmt not in _READERS:
         raise GraphError(f"unknown render format {fmt!r}; expected one of {', '.join(RENDER_FORMATS)}")
+    if fmt not in _REGROUPING:
+        return o
     _, directed, bidirected, _ = _READERS[fmt](render_graph(g, fmt, o), list(o.nodes))
-    bi = (tuple(sorted((a, b))) for a, b in bidirected)  # a parents map names each spouse pair twice
+    bi = (bidirected_key(a, b) for a, b in bidirected)  # a parents map names each spouse pair twice
     return RenderOrder(o.nodes, tuple(dict.fromkeys(directed)), tuple(dict.fromkeys(bi))).check(g)

@@ -127,6 +127,7 @@ class Problem:
                 raise ProblemError(f"field 'graph': {e}") from None
             except (RecursionError, ValueError) as e:  # json.dumps of a hostile structure
                 raise ProblemError(f"field 'graph': not a usable graph ({type(e).__name__})") from None
+            graph = _in_declared_order(graph, d.get("variables"))
         return cls(
             task=d["task"],
             query=dict(d["query"]) if isinstance(d["query"], dict) else d["query"],
@@ -164,6 +165,16 @@ class Problem:
         from calver.verifier.registry import get_family
 
         return get_family(self.task)
+
+
+def _in_declared_order(graph: CausalGraph, variables: Any) -> CausalGraph:
+    """``graph`` with its nodes in the order ``variables`` lists them, where that names exactly its nodes: the
+    arrow text ``to_dict`` writes lists nodes as its edges meet them, and a matrix or parents map the
+    generator rendered from the graph shows them in the graph's own order."""
+    if not isinstance(variables, list) or tuple(variables) == graph.nodes or len(variables) != len(graph.nodes) \
+            or not all(isinstance(v, str) for v in variables) or set(variables) != set(graph.nodes):
+        return graph
+    return CausalGraph.build(variables, sorted(graph.directed), sorted(graph.bidirected), graph.kind, validate=False)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from calver.verifier.graph import CausalGraph, GraphError
+from calver.verifier.graph import CausalGraph, GraphError, bidirected_key
 
 MAX_EDGES = 50_000
 
@@ -21,7 +21,7 @@ class RenderOrder:
 
     def check(self, g: CausalGraph) -> "RenderOrder":
         """Itself, when it lists exactly ``g``'s nodes and edges, each once; else GraphError."""
-        bi = tuple((a, b) if a <= b else (b, a) for a, b in self.bidirected)  # as the graph keys them
+        bi = tuple(bidirected_key(a, b) for a, b in self.bidirected)
         for what, got, want in (("nodes", self.nodes, g.nodes), ("directed edges", self.directed, g.directed),
                                 ("bidirected edges", bi, g.bidirected)):
             if len(got) != len(set(got)) or set(got) != set(want):
