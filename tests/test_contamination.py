@@ -11,8 +11,9 @@ import re
 from fixtures import random_admg, random_dag
 from testing_utils import require_modules
 
-from calver.bench.contamination import MIN_NODES, check, isomorphic
+from calver.bench.contamination import MIN_NODES, check
 from calver.data_gen.generators import GenConfig, generate
+from calver.data_gen.isomorphism import isomorphic
 from calver.data_gen.knights import generate_kk
 from calver.evaluation.audits import rename_problem
 from calver.verifier import CausalGraph

@@ -4,6 +4,7 @@ a wrong reply as wrong."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 
@@ -12,7 +13,7 @@ import pytest
 from fixtures import edges_as_read
 from testing_utils import require_modules
 
-from calver.bench.contamination import check, load_drill_graphs, load_train, write_clean
+from calver.bench.contamination import check, load_train, write_clean
 from calver.cli import main as cli_main
 from calver.data_gen.drills import (
     DRILL_TASK,
@@ -21,10 +22,12 @@ from calver.data_gen.drills import (
     draw_drill,
     drill_rows,
     drills,
+    load_drill_graphs,
     score_replies,
 )
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import scan_lookup
+from calver.evaluation.drill_report import DrillReportConfig, asked_drills
 from calver.verifier.parsers import parse_graph
 
 NAMED = [DrillConfig(n=60, seed=s, namings=(naming,), min_nodes=2, max_nodes=12)
@@ -146,6 +149,42 @@ def test_drill_report_refuses_bad_drill_settings(capsys):
     assert "kinds" in capsys.readouterr().err
 
 
+def _iso_brute_force(a, b) -> bool:
+    """Isomorphic up to renaming, by trying every node bijection (an oracle for small graphs)."""
+    if len(a.nodes) != len(b.nodes) or len(a.directed) != len(b.directed) or len(a.bidirected) != len(b.bidirected):
+        return False
+    for perm in itertools.permutations(b.nodes):
+        m = dict(zip(a.nodes, perm))
+        if {(m[x], m[y]) for x, y in a.directed} == b.directed and \
+                {tuple(sorted((m[x], m[y]))) for x, y in a.bidirected} == b.bidirected:
+            return True
+    return False
+
+
+def test_drills_that_repeat_a_training_graph_are_left_out(tmp_path, capsys):
+    train = _gen(tmp_path, "train", "--drills", "12", "--drill_kinds", "transcribe", "into", "--encoding", "matrix")
+    same = dict(model="m", seed=5, n=12, min_nodes=5, max_nodes=7, naming=["identifiers", "phrases"],
+                kinds=["transcribe", "into"], encodings=["matrix"])
+    # the training run's own drills: every one repeats a training graph
+    assert asked_drills(DrillReportConfig(**same, exclude=[str(train)])).items == []
+    small_train = tmp_path / "small"
+    assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "6", "--seed", "3", "--n_nodes", "4", "--drills", "40",
+                     "--out", str(small_train)]) == 0
+    seen = [g for path in (train, small_train) for g in [*(g for _, g in load_drill_graphs(path)),
+                                                          *(p.graph for p in load_train(path))]]
+    small = DrillReportConfig(**{**same, "seed": 77, "n": 60, "min_nodes": 3, "max_nodes": 5,
+                                 "exclude": [str(train), str(small_train)]})
+    asked = asked_drills(small)
+    every = drills(small.drill_config())
+    want = [d.id for d in every if not any(_iso_brute_force(d.graph, g) for g in seen)]
+    assert [d.id for d in asked.items] == want and asked.left_out == len(every) - len(want) > 0
+    assert cli_main(["drill-report", "--model", "m", "--exclude", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (small_train / "drills.jsonl").write_text('{"id": "x"}\n')
+    assert cli_main(["drill-report", "--model", "m", "--exclude", str(small_train)]) == 2
+    assert "drills.jsonl:1: not a drill record" in capsys.readouterr().err
+
+
 def test_drill_report_refuses_a_missing_model(capsys):
     assert cli_main(["drill-report"]) == 2
     assert "model" in capsys.readouterr().err
@@ -194,6 +233,22 @@ def test_wrong_transcriptions_are_counted_wrong():
     assert broken.parsed == 0 and broken.listed == 0
     lookups_only = score_replies(items, [d.answer for d in items]).lookup
     assert lookups_only.lookups == 0  # a transcription is not a lookup
+
+
+def test_a_transcription_is_read_as_the_graph_bit_reads_a_graph_slot():
+    """The reply's GRAPH slot is split as a trace's is (decoration, other slots after it) and parsed with the
+    drill graph's class: a copy the GRAPH bit would refuse does not count as read."""
+    dags = [d for d in drills(DrillConfig(n=80, seed=6, kinds=("transcribe",), graph_kinds=("DAG",)))
+            if d.graph.directed]
+    for d in dags:
+        line = d.answer.removeprefix("GRAPH: ")
+        t = d.check(f"**GRAPH:** `{line}`\nQUERY: none").transcription
+        assert (t.parsed, t.exact, t.verbatim) == (1, 1, 1)
+        x, y = sorted(d.graph.directed)[0]
+        cyclic = d.check(f"GRAPH: {line}, {y} -> {x}").transcription  # a cycle: not a DAG
+        assert (cyclic.parsed, cyclic.exact, cyclic.listed) == (0, 0, 0)
+        twice = d.check(f"GRAPH: {line}\nGRAPH: {line}").transcription  # a duplicated slot fails the bit
+        assert twice.parsed == 0
 
 
 def test_lookup_drills_are_unchanged_by_the_transcription_kind():

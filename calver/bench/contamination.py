@@ -6,9 +6,9 @@ with the same adapters and settings as ``calver bench --suite SUITE``) and the w
 rows draw from:
 
 - **graphs, up to renaming**: two graphs match when a bijection of their nodes maps the directed edges onto
-  the directed edges and the bidirected onto the bidirected (:func:`isomorphic`, networkx's VF2 on a
-  digraph whose arcs are labelled ``->`` / ``<->``; a Weisfeiler-Lehman hash of the same labelled graph
-  buckets the candidates first). Graphs of fewer than :data:`MIN_NODES` nodes are left out: every small
+  the directed edges and the bidirected onto the bidirected (:mod:`calver.data_gen.isomorphism`: networkx's
+  VF2 on a digraph whose arcs are labelled ``->`` / ``<->``, after a Weisfeiler-Lehman hash buckets the
+  candidates). Graphs of fewer than :data:`MIN_NODES` nodes are left out: every small
   shape occurs everywhere, and a 3-node chain is no benchmark's signature.
 - **knights-and-knaves puzzles**: equal when they have the same people and each says the same formula
   (:func:`puzzle_key`; the package's generator and reasoning-gym draw names from fixed lists, so equal
@@ -22,13 +22,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from calver.config import ConfigError, add_command, cfg_field, parse_command
+from calver.data_gen.drills import load_drill_graphs
+from calver.data_gen.isomorphism import graph_hash, isomorphic
 from calver.verifier.graph import CausalGraph
 from calver.verifier.problem import Problem
 
@@ -55,44 +56,6 @@ class ContaminationReport:
     @property
     def clean(self) -> bool:
         return not self.matches
-
-
-def labelled_digraph(g: CausalGraph):
-    """``g`` as a networkx DiGraph whose arc ``(u, v)`` carries ``kind``: ``->``, ``<->`` or both
-    (``-><->``), so isomorphism respects edge types and node names do not matter."""
-    import networkx as nx
-
-    kinds: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for a, b in g.directed:
-        kinds[(a, b)].add("->")
-    for a, b in g.bidirected:
-        kinds[(a, b)].add("<->")
-        kinds[(b, a)].add("<->")
-    d = nx.DiGraph()
-    d.add_nodes_from(g.nodes)
-    for (a, b), ks in kinds.items():
-        d.add_edge(a, b, kind="".join(sorted(ks)))
-    return d
-
-
-def graph_hash(g: CausalGraph) -> str:
-    """A Weisfeiler-Lehman hash of :func:`labelled_digraph`: isomorphic graphs share it (the converse is
-    checked by :func:`isomorphic`)."""
-    import networkx as nx
-
-    d = labelled_digraph(g)
-    with warnings.catch_warnings():  # networkx 3.5 notes that directed hashes changed: only equality is used here
-        warnings.simplefilter("ignore", UserWarning)
-        wl = nx.weisfeiler_lehman_graph_hash(d, edge_attr="kind")
-    return f"{d.number_of_nodes()}:{d.number_of_edges()}:{wl}"
-
-
-def isomorphic(a: CausalGraph, b: CausalGraph) -> bool:
-    """Whether ``a`` and ``b`` are the same graph up to renaming their nodes (edge types kept)."""
-    import networkx as nx
-
-    return nx.is_isomorphic(labelled_digraph(a), labelled_digraph(b),
-                            edge_match=lambda e1, e2: e1["kind"] == e2["kind"])
 
 
 def puzzle_key(p: Problem) -> str | None:
@@ -186,20 +149,6 @@ def load_train(path: str | Path) -> list[Problem]:
     return [Problem.from_dict(r["problem"]) for r in load_problem_rows(path)]
 
 
-def load_drill_graphs(path: str | Path) -> list[tuple[str, CausalGraph]]:
-    """The lookup drills' graphs of a ``calver gen --drills N`` folder (its drills.jsonl; none without one)."""
-    from calver.verifier.parsers import parse_graph
-
-    f = Path(path) / "drills.jsonl"
-    if not f.is_file():
-        return []
-    out = []
-    for line in f.read_text(encoding="utf-8").splitlines():
-        rec = json.loads(line)
-        out.append((rec["id"], parse_graph(rec["graph"], "arrows", kind=rec["graph_class"])))
-    return out
-
-
 @dataclass
 class ContaminationConfig:
     """``calver contamination --train DIR``: list every training problem whose graph (up to renaming) or
@@ -280,5 +229,5 @@ def add_contamination_command(subparsers) -> None:
                 description=ContaminationConfig.__doc__).set_defaults(func=_cli)
 
 
-__all__ = ["ContaminationConfig", "ContaminationReport", "MIN_NODES", "Match", "bench_items", "check", "graph_hash",
-           "isomorphic", "labelled_digraph", "load_drill_graphs", "load_train", "puzzle_key"]
+__all__ = ["ContaminationConfig", "ContaminationReport", "MIN_NODES", "Match", "bench_items", "check", "load_train",
+           "puzzle_key"]

@@ -105,10 +105,10 @@ def run_gen(args: argparse.Namespace) -> int:
         n_valid = [p.meta.get("n_valid", 0) for p in problems]
         print(f"{len(problems)} problems; mean validity-class size {sum(n_valid) / max(1, len(n_valid)):.2f}")
         return 0
-    from calver.data_gen.drills import drill_config, drills
+    from calver.data_gen.drills import drills
     from calver.data_gen.export import export_dataset
 
-    drill_cfg = drill_config(rc.drills, rc.gen.seed, rc.gen.n_nodes, rc.gen.naming, rc.drill_kinds, rc.gen.encoding)
+    drill_cfg = rc.drill_config()
     try:
         manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system, answers=rc.answers,
                                   witnesses=rc.trace_witnesses, rationale=rc.rationale,

@@ -19,15 +19,17 @@ so a row does not depend on how many were asked for; graphs, names and edge orde
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
 
 from calver.data_gen.graphs import label, random_skeleton
 from calver.data_gen.names import NAMINGS, node_names
 from calver.data_gen.prompts import problem_text
 from calver.data_gen.rationales import Counts, LookupCheck, check_lookups, scan_lookup
-from calver.verifier.contract import format_path
+from calver.verifier.contract import format_path, split_slots
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
 from calver.verifier.parsers import RENDER_FORMATS, parse_graph, reading_order, render_graph
@@ -106,32 +108,31 @@ class DrillCheck:
 
 
 def check_transcription(reply: str, g: CausalGraph, gold: str) -> TranscriptionCheck:
-    """``reply``'s first GRAPH line against ``g`` (``gold``: the drill's own answer line)."""
+    """``reply``'s GRAPH slot against ``g``, split and parsed as the GRAPH bit reads a trace's (its class
+    enforced); ``gold``: the drill's own answer line."""
     edges = len(g.directed) + len(g.bidirected)
-    line = next((ln.strip() for ln in reply.splitlines() if ln.strip().startswith("GRAPH:")), None)
-    if line is None:
+    text = split_slots(reply).get("GRAPH")
+    if text is None:
         return TranscriptionCheck(drills=1, graph_edges=edges)
     try:
-        got = parse_graph(line.removeprefix("GRAPH:").strip(), "arrows")
+        got = parse_graph(text, kind=g.kind)
     except GraphError:
         return TranscriptionCheck(drills=1, graph_edges=edges)
     right = len(got.directed & g.directed) + len(got.bidirected & g.bidirected)
-    exact = set(got.nodes) == set(g.nodes) and got.directed == g.directed and got.bidirected == g.bidirected
-    return TranscriptionCheck(drills=1, parsed=1, exact=int(exact), verbatim=int(line == gold.strip()),
+    verbatim = text == gold.removeprefix("GRAPH:").strip()
+    return TranscriptionCheck(drills=1, parsed=1, exact=int(got == g), verbatim=int(verbatim),
                               listed=len(got.directed) + len(got.bidirected), right=right, graph_edges=edges)
 
 
 @dataclass(frozen=True)
-class Drill:
-    """One drill on ``graph``, listed in ``order``: the edges ``kind`` (``into`` / ``out of``) ``node`` in its
-    GRAPH line, or (``transcribe``) its GRAPH line from the graph rendered in ``encoding``."""
+class _GraphDrill:
+    """A drill on ``graph``, listed in ``order``; a subclass says what it asks and how a reply is checked."""
 
     id: str
     graph: CausalGraph
     order: RenderOrder
-    kind: str
-    node: str = ""
-    encoding: str = "arrows"
+    task: ClassVar[str]
+    system: ClassVar[str]
 
     @property
     def graph_line(self) -> str:
@@ -139,29 +140,65 @@ class Drill:
 
     @property
     def question(self) -> str:
-        if self.kind == "transcribe":
-            return problem_text(self.graph, TRANSCRIBE_QUESTION, self.encoding, order=self.order)
+        raise NotImplementedError
+
+    @property
+    def answer(self) -> str:
+        raise NotImplementedError
+
+    def row(self) -> dict[str, Any]:
+        """The SFT chat row (``messages``), with ``id`` and ``task``."""
+        return {"id": self.id, "task": self.task, "messages": [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.question},
+            {"role": "assistant", "content": self.answer}]}
+
+
+@dataclass(frozen=True)
+class LookupDrill(_GraphDrill):
+    """The edges ``kind`` (``into`` / ``out of``) ``node`` in the graph's GRAPH line, found by a scan."""
+
+    kind: str = "into"
+    node: str = ""
+    task: ClassVar[str] = DRILL_TASK
+    system: ClassVar[str] = DRILL_SYSTEM
+
+    @property
+    def question(self) -> str:
         return f"{self.graph_line}\nList the edges {self.kind} {format_path([self.node])}."
 
     @property
     def answer(self) -> str:
-        if self.kind == "transcribe":
-            return "GRAPH: " + self.graph.to_text(reading_order(self.graph, self.encoding, self.order))
         return scan_lookup(self.kind, self.node, self.graph, self.order)
 
-    def row(self) -> dict[str, Any]:
-        """The SFT chat row (``messages``), with ``id`` and ``task``."""
-        transcribe = self.kind == "transcribe"
-        return {"id": self.id, "task": TRANSCRIBE_TASK if transcribe else DRILL_TASK, "messages": [
-            {"role": "system", "content": TRANSCRIBE_SYSTEM if transcribe else DRILL_SYSTEM},
-            {"role": "user", "content": self.question},
-            {"role": "assistant", "content": self.answer}]}
+    def check(self, reply: str) -> DrillCheck:
+        """``reply``'s scans and lookups, checked against the graph."""
+        return DrillCheck(lookup=check_lookups(reply, self.graph))
+
+
+@dataclass(frozen=True)
+class TranscriptionDrill(_GraphDrill):
+    """The graph rendered in ``encoding``, copied as a GRAPH line in the order the rendering gives its edges."""
+
+    encoding: str = "arrows"
+    kind: ClassVar[str] = "transcribe"
+    task: ClassVar[str] = TRANSCRIBE_TASK
+    system: ClassVar[str] = TRANSCRIBE_SYSTEM
+
+    @property
+    def question(self) -> str:
+        return problem_text(self.graph, TRANSCRIBE_QUESTION, self.encoding, order=self.order)
+
+    @property
+    def answer(self) -> str:
+        return "GRAPH: " + self.graph.to_text(reading_order(self.graph, self.encoding, self.order))
 
     def check(self, reply: str) -> DrillCheck:
-        """``reply`` checked against the drill's graph: its scans and lookups, or its transcription."""
-        if self.kind == "transcribe":
-            return DrillCheck(transcription=check_transcription(reply, self.graph, self.answer))
-        return DrillCheck(lookup=check_lookups(reply, self.graph))
+        """``reply``'s GRAPH line, checked against the graph."""
+        return DrillCheck(transcription=check_transcription(reply, self.graph, self.answer))
+
+
+Drill = LookupDrill | TranscriptionDrill
 
 
 def draw_drill(cfg: DrillConfig, i: int) -> Drill:
@@ -187,11 +224,11 @@ def draw_drill(cfg: DrillConfig, i: int) -> Drill:
             render_graph(g, encoding, order)
         except GraphError:  # a name a parents map reserves: the arrow list says the same
             encoding = "arrows"
-        return Drill(f"{TRANSCRIBE_TASK}-{cfg.seed}-{i}", g, order, kind, encoding=encoding)
+        return TranscriptionDrill(f"{TRANSCRIBE_TASK}-{cfg.seed}-{i}", g, order, encoding=encoding)
     ends = sorted({e[1] if kind == "into" else e[0] for e in directed})
     # most lookups ask about a node with edges of that kind, as the rules do; some about one without
     node = rng.choice(ends) if rng.random() < 0.85 else rng.choice(nodes)
-    return Drill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node)
+    return LookupDrill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node)
 
 
 def drill_config(n: int, seed: int, n_nodes: Sequence[int], namings: Sequence[str],
@@ -210,7 +247,7 @@ def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
 
 def drill_graph_record(d: Drill) -> dict[str, Any]:
     """What ``drills.jsonl`` keeps of a drill: its id and graph (arrow text and class), what it asks."""
-    asked = {"encoding": d.encoding} if d.kind == "transcribe" else {"node": d.node}
+    asked = {"encoding": d.encoding} if isinstance(d, TranscriptionDrill) else {"node": d.node}
     return {"id": d.id, "graph": d.graph.to_text(d.order), "graph_class": d.graph.kind.value, "kind": d.kind,
             **asked}
 
@@ -224,11 +261,28 @@ def drill_rows(cfg: DrillConfig) -> list[dict[str, Any]]:
     return [d.row() for d in drills(cfg)]
 
 
-def score_replies(items: Sequence[Drill], replies: Sequence[str]) -> DrillCheck:
-    """The replies' lookups, scans and transcriptions, summed over the drills (a reply per drill, in order)."""
+def check_replies(items: Sequence[Drill], replies: Sequence[str]) -> list[DrillCheck]:
+    """Each reply checked against its drill (a reply per drill, in order)."""
     if len(items) != len(replies):
-        raise ValueError(f"score_replies: {len(items)} drills but {len(replies)} replies")
-    total = DrillCheck()
-    for d, r in zip(items, replies):
-        total += d.check(r)
-    return total
+        raise ValueError(f"check_replies: {len(items)} drills but {len(replies)} replies")
+    return [d.check(r) for d, r in zip(items, replies)]
+
+
+def score_replies(items: Sequence[Drill], replies: Sequence[str]) -> DrillCheck:
+    """The replies' lookups, scans and transcriptions, summed over the drills."""
+    return sum(check_replies(items, replies), DrillCheck())
+
+
+def load_drill_graphs(path: str | Path) -> list[tuple[str, CausalGraph]]:
+    """The drills' graphs of a ``calver gen --drills N`` folder (its drills.jsonl; none without one)."""
+    f = Path(path) / "drills.jsonl"
+    if not f.is_file():
+        return []
+    out = []
+    for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            rec = json.loads(line)
+            out.append((rec["id"], parse_graph(rec["graph"], "arrows", kind=rec["graph_class"])))
+        except (ValueError, KeyError, TypeError) as e:  # JSON, a graph that does not parse, a missing field
+            raise ValueError(f"{f}:{i}: not a drill record ({type(e).__name__}: {e})") from None
+    return out

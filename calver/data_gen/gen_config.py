@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
-from calver.data_gen.drills import KINDS as DRILL_KINDS
+from calver.data_gen.drills import DrillConfig, drill_config
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.prompts import SYSTEMS
 from calver.data_gen.rationales import STYLES as RATIONALE_STYLES
@@ -214,11 +214,20 @@ class RunConfig:
         if not _is_int(self.drills) or not 0 <= self.drills <= MAX_N:
             raise ConfigError(f"field 'drills' must be an integer in 0..{MAX_N:,}, got {self.drills!r}")
         kinds = [self.drill_kinds] if isinstance(self.drill_kinds, str) else self.drill_kinds
-        if not isinstance(kinds, list) or not kinds or not set(kinds) <= set(DRILL_KINDS):
-            raise ConfigError(f"field 'drill_kinds' must be a non-empty list from {DRILL_KINDS}, got {kinds!r}")
+        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
+            raise ConfigError(f"field 'drill_kinds' must be a list of drill kinds, got {kinds!r}")
         self.drill_kinds = list(kinds)
+        try:
+            self.drill_config()
+        except ValueError as e:
+            raise ConfigError(f"field 'drill_kinds': {e}") from None
         if self.rationale not in RATIONALES:
             raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
+
+    def drill_config(self) -> DrillConfig:
+        """The run's drills: its seed, node range, namings and encodings, of ``drill_kinds``."""
+        return drill_config(self.drills, self.gen.seed, self.gen.n_nodes, self.gen.naming, self.drill_kinds,
+                            self.gen.encoding)
 
     @property
     def trace_witnesses(self) -> int | None:

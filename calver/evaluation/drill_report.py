@@ -16,10 +16,23 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from calver.config import add_command, cfg_field, parse_command
-from calver.data_gen.drills import LOOKUP_KINDS, TRAINING_ENCODINGS, DrillCheck, DrillConfig, drills, score_replies
+from calver.data_gen.drills import (
+    LOOKUP_KINDS,
+    TRAINING_ENCODINGS,
+    Drill,
+    DrillCheck,
+    DrillConfig,
+    TranscriptionDrill,
+    check_replies,
+    drills,
+    load_drill_graphs,
+)
+from calver.data_gen.isomorphism import repeated_graphs
+from calver.verifier.graph import CausalGraph
+from calver.verifier.problem import Problem
 
 HELD_OUT = ("medicine", "economics", "education", "ecology")  # configs/gen/heldout-4-9.yaml's names
 
@@ -39,6 +52,10 @@ class DrillReportConfig:
                                  default_factory=lambda: list(LOOKUP_KINDS))
     encodings: list[str] = cfg_field(help="the transcription drills' encodings, one drawn per drill",
                                      default_factory=lambda: list(TRAINING_ENCODINGS))
+    adapter: str | None = cfg_field(None, help="a LoRA adapter over --model (default: the model alone)")
+    exclude: list[str] = cfg_field(help="training data (`calver gen --out` folders or problems JSONL files) whose "
+                                   "graphs, and drills' graphs, the asked drills must not repeat up to renaming: "
+                                   "those drills are left out and counted", default_factory=list)
     max_tokens: int = cfg_field(512, help="reply token limit")
     backend: str = cfg_field("vllm", help="vllm | hf")
     out: str | None = cfg_field(None, help="write the report as JSON here (default: print only)")
@@ -63,29 +80,62 @@ def rates(c: DrillCheck) -> dict[str, Any]:
             "edge_recall": _share(tr.right, tr.graph_edges)}
 
 
-def transcription_by_encoding(items, replies) -> dict[str, dict[str, Any]]:
-    """Per encoding: the transcription drills asked, their exact and verbatim shares, edge precision and recall."""
-    out: dict[str, dict[str, Any]] = {}
-    for enc in sorted({d.encoding for d in items if d.kind == "transcribe"}):
-        pairs = [(d, r) for d, r in zip(items, replies) if d.kind == "transcribe" and d.encoding == enc]
-        r = rates(score_replies([d for d, _ in pairs], [r for _, r in pairs]))
-        out[enc] = {k: r[k] for k in ("transcriptions", "graph_exact", "graph_verbatim", "edge_precision",
-                                      "edge_recall")}
-    return out
+def transcription_by_encoding(items: Sequence[Drill], checks: Sequence[DrillCheck]) -> dict[str, dict[str, Any]]:
+    """Per encoding: the transcription drills asked, their exact and verbatim shares, edge precision and recall
+    (``checks``: each drill's reply, checked)."""
+    totals: dict[str, DrillCheck] = {}
+    for d, c in zip(items, checks):
+        if isinstance(d, TranscriptionDrill):
+            totals[d.encoding] = totals.get(d.encoding, DrillCheck()) + c
+    keep = ("transcriptions", "graph_exact", "graph_verbatim", "edge_precision", "edge_recall")
+    return {enc: {k: v for k, v in rates(c).items() if k in keep} for enc, c in sorted(totals.items())}
 
 
-def run_drill_report(cfg: DrillReportConfig) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AskedDrills:
+    """The drills a report asks: ``config``'s, less the ``left_out`` whose graphs repeat a training graph."""
+
+    config: DrillConfig
+    items: list[Drill]
+    left_out: int = 0
+
+
+def training_graphs(path: str) -> list[CausalGraph]:
+    """The graphs of a training set: its problems' (a `calver gen` folder or a problems JSONL file) and, in a
+    folder, its drills' (drills.jsonl)."""
+    from calver.infer.sample import load_problem_rows
+
+    graphs = (Problem.from_dict(r["problem"]).graph for r in load_problem_rows(path))
+    return [g for g in graphs if g is not None] + [g for _, g in load_drill_graphs(path)]
+
+
+def asked_drills(cfg: DrillReportConfig) -> AskedDrills:
+    """``cfg``'s drills, less those isomorphic (up to renaming) to a graph of ``cfg.exclude``'s training data.
+    ValueError on a bad drill setting, OSError / ValueError on exclude data that cannot be read."""
+    drill_cfg = cfg.drill_config()
+    items = drills(drill_cfg)
+    if not cfg.exclude:
+        return AskedDrills(drill_cfg, items)
+    seen = [g for path in cfg.exclude for g in training_graphs(path)]
+    repeated = repeated_graphs([(d.id, d.graph) for d in items], seen)
+    return AskedDrills(drill_cfg, [d for d in items if d.id not in repeated], len(repeated))
+
+
+def run_drill_report(cfg: DrillReportConfig, asked: AskedDrills) -> dict[str, Any]:
+    """Ask ``cfg.model`` the drills (:func:`asked_drills`), greedy, and check its replies."""
     from calver.infer.sampler import SamplingConfig, make_sampler
 
-    items = drills(cfg.drill_config())
+    items = asked.items
     prompts = [d.row()["messages"][:2] for d in items]
     t0 = time.perf_counter()
     engine = {"max_model_len": 2048} if cfg.backend == "vllm" else {}
-    with make_sampler(cfg.model, backend=cfg.backend, **engine) as sampler:
+    with make_sampler(cfg.model, cfg.adapter, backend=cfg.backend, **engine) as sampler:
         comps = sampler.generate(prompts, SamplingConfig(temperature=0.0, max_tokens=cfg.max_tokens, logprobs=False))
     replies = [c[0].text for c in comps]
-    return {"model": cfg.model, "drills": asdict(cfg.drill_config()), "seconds": round(time.perf_counter() - t0, 1),
-            **rates(score_replies(items, replies)), "by_encoding": transcription_by_encoding(items, replies),
+    checks = check_replies(items, replies)
+    return {"model": cfg.model, "adapter": cfg.adapter, "drills": asdict(asked.config), "asked": len(items),
+            "left_out_as_repeated": asked.left_out, "seconds": round(time.perf_counter() - t0, 1),
+            **rates(sum(checks, DrillCheck())), "by_encoding": transcription_by_encoding(items, checks),
             "first_reply": replies[0] if replies else None}
 
 
@@ -94,11 +144,11 @@ def _main(args) -> int:
     if cfg is None:
         return 2
     try:
-        cfg.drill_config()
-    except ValueError as e:
+        asked = asked_drills(cfg)
+    except (OSError, ValueError) as e:  # a bad drill setting, exclude data that does not read
         print(f"calver drill-report: error: {e}", file=sys.stderr)
         return 2
-    report = run_drill_report(cfg)
+    report = run_drill_report(cfg, asked)
     text = json.dumps(report, indent=2)
     if cfg.out:
         Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
