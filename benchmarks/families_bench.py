@@ -17,7 +17,7 @@ from random import Random
 from calver.data_gen.ate import generate_ate
 from calver.data_gen.knights import generate_kk
 from calver.verifier import score
-from calver.verifier.tasks.ate import strict_certificate
+from calver.verifier.ate_certificate import strict_certificate
 
 
 def _kk_pool(problem, k: int, rng: Random) -> list[str]:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from calver.data_gen.ate import generate_ate, random_scm
 from calver.verifier import Problem, grade, score
+from calver.verifier.ate_certificate import strict_certificate
 from calver.verifier.contract import assemble_trace, format_set
 from calver.verifier.primitives import descendants, is_backdoor_set
 from calver.verifier.scm import (
@@ -27,7 +28,6 @@ from calver.verifier.scm import (
     render_cpts,
     true_ate,
 )
-from calver.verifier.tasks.ate import strict_certificate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples"

@@ -31,7 +31,7 @@ lookups exact); the scan makes the lookup a copy of that list in order, each edg
 from __future__ import annotations
 
 import re
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from typing import Any, Callable, Mapping
 
 from calver.data_gen.prompts import graph_line_order
@@ -54,9 +54,13 @@ class Rank:
 
     edges: tuple[tuple[str, str], ...]
     scan: bool = False
+    _at: dict[tuple[str, str], int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_at", {e: i for i, e in enumerate(self.edges)})
 
     def __getitem__(self, edge: tuple[str, str]) -> int:
-        return self.edges.index(edge)
+        return self._at[edge]
 
 
 def _edges(pairs: list[tuple[str, str]], rank: Rank) -> str:

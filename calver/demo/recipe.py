@@ -162,8 +162,10 @@ class Recipe:
                    "--model_name_or_path", base, "--output_dir", str(out), *cfg.sft_overrides)
 
         def body():
-            last = _last_checkpoint(out)
-            run_logged(cmd + (["--resume_from_checkpoint", str(last)] if last else []), self.logs(name))
+            from transformers.trainer_utils import get_last_checkpoint
+
+            last = get_last_checkpoint(str(out)) if out.is_dir() else None
+            run_logged(cmd + (["--resume_from_checkpoint", last] if last else []), self.logs(name))
             return {"policy": _policy_files(out)}
 
         data = self.records["data"]["content_hashes"]  # new training rows: train again
@@ -281,11 +283,6 @@ class Recipe:
 
 def _file_text(path: str | None) -> str | None:
     return Path(path).read_text() if path else None
-
-
-def _last_checkpoint(out: Path) -> Path | None:
-    ckpts = [p for p in out.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return max(ckpts, key=lambda p: int(p.name.split("-")[-1])) if ckpts else None
 
 
 def _policy(out: Path, base: str) -> tuple[str, str | None]:

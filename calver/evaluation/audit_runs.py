@@ -181,7 +181,7 @@ def _same_graph(a, b) -> bool:
 
 # ---- strict ATE ------------------------------------------------------------------------------------------
 
-GUARD_PATTERNS = (  # reason prefixes of calver.verifier.tasks.ate.strict_certificate -> guard
+GUARD_PATTERNS = (  # reason prefixes of calver.verifier.ate_certificate.strict_certificate -> guard
     ("X in Z", "treatment_exclusion"),
     ("Y in Z", "treatment_exclusion"),
     ("descendant of X in Z", "treatment_exclusion"),
@@ -207,7 +207,7 @@ def is_ate_task(task: str) -> bool:
 def strict_ate_audit(units: Sequence[UnitFacts], max_examples: int = 20) -> dict[str, Any]:
     """Among max-score ATE traces: how many are wrong, and which strict guard each violates.
 
-    Guards come from ``calver.verifier.tasks.ate.strict_certificate`` (treatment exclusion, backdoor
+    Guards come from ``calver.verifier.ate_certificate.strict_certificate`` (treatment exclusion, backdoor
     separation in G with X's outgoing edges removed, decision margin |ψ − τ| > ε), evaluated on the
     full problem (graph and CPTs) after selection. ``certified_wrong`` must be 0 (Theorem 1).
     """
@@ -218,7 +218,7 @@ def strict_ate_audit(units: Sequence[UnitFacts], max_examples: int = 20) -> dict
     if not units:
         res.update(guards={}, wrong_by_guard_set={})
         return res
-    from calver.verifier.tasks.ate import strict_certificate
+    from calver.verifier.ate_certificate import strict_certificate
 
     for u in units:
         res["n_units"] += 1

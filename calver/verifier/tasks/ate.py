@@ -17,7 +17,8 @@ threshold; b3 STRATEGY Z is a valid backdoor set on G_ver; b4 the record names `
 binds treatment/outcome, ``adjustment`` = STRATEGY, ``effect`` = RESULT, and (if given)
 p1 − p0 = effect within ε; b5 |θ̂ − ψ(P; X, Y, Z)| ≤ ε; b6 ANSWER is yes iff the exact ATE (from the
 CPTs) exceeds τ, and it does not contradict θ̂ where |θ̂ − τ| > ε.
-The strict certificate (:func:`strict_certificate`) is reported separately.
+The strict certificate (:func:`calver.verifier.ate_certificate.strict_certificate`) is reported
+separately.
 
 b6 and ``grade`` decide θ > τ, and b6 RESULT vs τ ± ε, in exact rationals (numbers read as the
 decimals they write, :mod:`calver.verifier.scm_exact`), so no rounding flips a tie (0.4 − 0.1 vs 0.3,
@@ -38,11 +39,11 @@ from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.contract import assemble_trace, format_kv, format_set
 from calver.verifier.family import PASS, Check, TaskFamily, TraceContext
 from calver.verifier.formats.common import RenderOrder
-from calver.verifier.graph import CausalGraph, GraphClass, GraphError
+from calver.verifier.graph import CausalGraph, GraphClass
 from calver.verifier.memo import Memo, charge
 from calver.verifier.problem import Problem, ProblemError
 from calver.verifier.registry import register
-from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, decide_ate, is_positive
+from calver.verifier.scm import BinarySCM, adjustment_arms, adjustment_functional, decide_ate
 from calver.verifier.scm_exact import AteDecision, exact_ate, exact_number, format_exact, margin_side
 from calver.verifier.values import format_value, normalize_value
 
@@ -439,75 +440,3 @@ def _tau(query: Mapping[str, Any]) -> Fraction:
     """τ exactly: the normalized query's ``threshold_exact``, else its float's shortest decimal."""
     tau = query.get("threshold_exact")
     return tau if isinstance(tau, Fraction) else exact_number(query["threshold"])
-
-
-# ---- the strict ATE certificate ---------------------------------------------------------------
-def strict_certificate(problem: Problem, trace: str) -> tuple[bool, list[str]]:
-    """Whether ``trace`` earns the strict ATE certificate for ``problem`` (Theorem 1), and why not.
-
-    Every guard is evaluated independently of the six-bit score (which it also requires):
-    max score 6/6; the graph is a DAG and P is positive; Z ∩ ({X, Y} ∪ De(X)) = ∅ (reasons
-    ``X in Z``, ``Y in Z``, ``descendant of X in Z``); X ⊥ Y | Z with X's outgoing edges removed
-    (``backdoor path open``); and the recomputed ψ lies outside the margin (``inside margin
-    |ψ−τ| ≤ ε``). Z is checked for membership *before* ψ is computed, so no number from an
-    X ∈ Z adjustment is ever trusted. The graph and slots are the score's own (``Verdict.g_ver``,
-    ``Verdict.slots``): G*, which the CPTs bind in both modes.
-    """
-    from calver.verifier.primitives import descendants, find_open_path, format_path
-    from calver.verifier.registry import get_family
-    from calver.verifier.scoring import score
-
-    if problem.task != AteThreshold.name:
-        return False, [f"the strict ATE certificate applies to ate_threshold problems, not {problem.task}"]
-    fam = get_family(problem.task)
-    assert isinstance(fam, AteThreshold)
-    reasons: list[str] = []
-    q = fam.normalize_query(problem)
-    x, y, tau, eps = q["treatment"], q["outcome"], q["threshold"], q["epsilon"]
-    sc = score(trace, problem)
-    if sc.total != 6:
-        failed = ", ".join(sorted(sc.reasons)) or "?"
-        reasons.append(f"not max score: {sc.total}/6 (failed {failed})")
-    g = sc.g_ver
-    if g is None:
-        return False, reasons + ["no usable graph"]
-    scm = fam.scm(problem)
-    if g.kind is not GraphClass.DAG or not g.acyclic:
-        reasons.append("graph is not a DAG")
-    if not is_positive(scm):
-        reasons.append("P is not positive")
-    assert sc.slots is not None  # a fresh score always carries its slots
-    stext = sc.slots.get("STRATEGY")
-    try:
-        if stext is None:
-            raise ValueError(sc.slots.problems.get("STRATEGY", "STRATEGY missing"))
-        z = fam.parse_set(stext)
-    except (ValueError, GraphError) as e:
-        return False, reasons + [f"no adjustment set: {e}"]
-    unknown = sorted(n for n in z if n not in g)
-    if unknown:
-        return False, reasons + [f"Z names unknown variable(s) {', '.join(unknown)}"]
-    membership_ok = True
-    if x in z:
-        reasons.append(f"X in Z: the treatment {x} is in the adjustment set")
-        membership_ok = False
-    if y in z:
-        reasons.append(f"Y in Z: the outcome {y} is in the adjustment set")
-        membership_ok = False
-    bad = sorted(z & descendants(g, x))
-    if bad:
-        reasons.append(f"descendant of X in Z: {', '.join(bad)}")
-        membership_ok = False
-    if not membership_ok:
-        reasons.append("ψ not computed: Z violates treatment exclusion")
-        return False, reasons
-    path = find_open_path(g, x, y, z, remove_outgoing_of=x)
-    if path is not None:
-        reasons.append(f"backdoor path open: {format_path(path[0], path[1])}")
-    try:
-        psi = adjustment_functional(scm, x, y, z)
-    except ValueError as e:
-        return False, reasons + [f"ψ not computed: {e}"]
-    if not abs(psi - tau) > eps:
-        reasons.append(f"inside margin |ψ−τ| ≤ ε: |{psi:.6g} − {tau:g}| = {abs(psi - tau):.3g} ≤ {eps:g}")
-    return not reasons, reasons
