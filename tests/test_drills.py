@@ -161,6 +161,12 @@ def _iso_brute_force(a, b) -> bool:
     return False
 
 
+def test_drill_report_refuses_exclude_data_it_cannot_read(tmp_path, capsys):
+    assert cli_main(["drill-report", "--model", "m", "--exclude", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@require_modules("datasets")  # calver gen writes the training folders
 def test_drills_that_repeat_a_training_graph_are_left_out(tmp_path, capsys):
     train = _gen(tmp_path, "train", "--drills", "12", "--drill_kinds", "transcribe", "into", "--encoding", "matrix")
     same = dict(model="m", seed=5, n=12, min_nodes=5, max_nodes=7, naming=["identifiers", "phrases"],
@@ -178,8 +184,6 @@ def test_drills_that_repeat_a_training_graph_are_left_out(tmp_path, capsys):
     every = drills(small.drill_config())
     want = [d.id for d in every if not any(_iso_brute_force(d.graph, g) for g in seen)]
     assert [d.id for d in asked.items] == want and asked.left_out == len(every) - len(want) > 0
-    assert cli_main(["drill-report", "--model", "m", "--exclude", str(tmp_path / "nowhere")]) == 2
-    assert "does not exist" in capsys.readouterr().err
     (small_train / "drills.jsonl").write_text('{"id": "x"}\n')
     assert cli_main(["drill-report", "--model", "m", "--exclude", str(small_train)]) == 2
     assert "drills.jsonl:1: not a drill record" in capsys.readouterr().err
