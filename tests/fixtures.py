@@ -10,6 +10,7 @@ path (``importlib``), so it imports nothing else from ``tests/``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shlex
@@ -52,6 +53,28 @@ def random_cyclic(rng: random.Random, n: int, p: float = 0.25) -> CausalGraph:
     cyc = rng.sample(nodes, rng.randint(2, min(4, n)))
     edges |= {(cyc[i], cyc[(i + 1) % len(cyc)]) for i in range(len(cyc))}
     return CausalGraph.build(nodes, edges, (), GraphClass.DIRECTED)
+
+
+def renamed_graph(g: CausalGraph, rng: random.Random) -> CausalGraph:
+    """``g`` with its nodes renamed ``q0``, ``q1``, ... at random (node order and edges kept)."""
+    new = [f"q{i}" for i in range(len(g.nodes))]
+    rng.shuffle(new)
+    m = dict(zip(g.nodes, new))
+    return CausalGraph.build([m[n] for n in g.nodes], [(m[a], m[b]) for a, b in g.directed],
+                             [(m[a], m[b]) for a, b in g.bidirected], g.kind)
+
+
+def iso_brute_force(a: CausalGraph, b: CausalGraph) -> bool:
+    """Isomorphic up to renaming (edge types kept), by trying every node bijection: an oracle for small graphs."""
+    if len(a.nodes) != len(b.nodes) or len(a.directed) != len(b.directed) or len(a.bidirected) != len(b.bidirected):
+        return False
+    bb = {frozenset(e) for e in b.bidirected}
+    for perm in itertools.permutations(b.nodes):
+        m = dict(zip(a.nodes, perm))
+        if {(m[x], m[y]) for x, y in a.directed} == b.directed and \
+                {frozenset((m[x], m[y])) for x, y in a.bidirected} == bb:
+            return True
+    return False
 
 
 # ---- generated problems ------------------------------------------------------------------------

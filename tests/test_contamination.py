@@ -3,41 +3,19 @@ are found; the isomorphism test agrees with a brute-force search over node bijec
 
 from __future__ import annotations
 
-import itertools
 import json
 import random
 import re
 
-from fixtures import random_admg, random_dag
+from fixtures import iso_brute_force, random_admg, random_dag, renamed_graph
 from testing_utils import require_modules
 
 from calver.bench.contamination import MIN_NODES, check
 from calver.data_gen.generators import GenConfig, generate
-from calver.data_gen.isomorphism import isomorphic
+from calver.data_gen.isomorphism import GraphIndex, isomorphic, repeated_graphs
 from calver.data_gen.knights import generate_kk
 from calver.evaluation.audits import rename_problem
 from calver.verifier import CausalGraph
-
-
-def _renamed(g: CausalGraph, rng: random.Random) -> CausalGraph:
-    names = list(g.nodes)
-    new = [f"q{i}" for i in range(len(names))]
-    rng.shuffle(new)
-    m = dict(zip(names, new))
-    return CausalGraph.build(nodes=[m[n] for n in names], directed=[(m[a], m[b]) for a, b in g.directed],
-                             bidirected=[(m[a], m[b]) for a, b in g.bidirected])
-
-
-def _brute(a: CausalGraph, b: CausalGraph) -> bool:
-    if len(a.nodes) != len(b.nodes):
-        return False
-    da, ba = set(a.directed), {frozenset(e) for e in a.bidirected}
-    db, bb = set(b.directed), {frozenset(e) for e in b.bidirected}
-    for perm in itertools.permutations(b.nodes):
-        m = dict(zip(a.nodes, perm))
-        if {(m[x], m[y]) for x, y in da} == db and {frozenset((m[x], m[y])) for x, y in map(tuple, ba)} == bb:
-            return True
-    return False
 
 
 def test_isomorphism_agrees_with_brute_force():
@@ -46,19 +24,42 @@ def test_isomorphism_agrees_with_brute_force():
     for _ in range(120):
         n = rng.randint(3, 6)
         a = random_admg(rng, n) if rng.random() < 0.5 else random_dag(rng, n)
-        b = _renamed(a, rng) if rng.random() < 0.4 else (random_admg(rng, n) if rng.random() < 0.5
+        b = renamed_graph(a, rng) if rng.random() < 0.4 else (random_admg(rng, n) if rng.random() < 0.5
                                                           else random_dag(rng, n))
-        want = _brute(a, b)
+        want = iso_brute_force(a, b)
         assert isomorphic(a, b) == want
         seen[want] += 1
     assert seen[True] >= 20 and seen[False] >= 20  # both outcomes exercised
+
+
+def test_graph_index_finds_the_first_isomorphic_graph():
+    """``GraphIndex.find`` (behind ``calver contamination`` and ``drill-report --exclude``) returns the first
+    indexed graph that a brute-force bijection search calls isomorphic, and None where none is."""
+    rng = random.Random(11)
+    indexed = []
+    for i in range(60):
+        n = rng.randint(3, 5)
+        g = random_admg(rng, n) if i % 3 == 0 else random_dag(rng, n)
+        indexed.append(renamed_graph(indexed[rng.randrange(i)], rng) if i and i % 5 == 0 else g)
+    index = GraphIndex((f"g{i}", g) for i, g in enumerate(indexed))
+    assert len(index) == 60
+    queries = [renamed_graph(rng.choice(indexed), rng) for _ in range(40)]
+    queries += [random_admg(rng, n) if rng.random() < 0.5 else random_dag(rng, n) for n in [3, 4, 5, 6] * 10]
+    found = 0
+    for q in queries:
+        want = next((f"g{i}" for i, g in enumerate(indexed) if iso_brute_force(q, g)), None)
+        assert index.find(q) == want
+        found += want is not None
+    assert 40 <= found < len(queries)
+    labelled = [(f"q{i}", q) for i, q in enumerate(queries)]
+    assert repeated_graphs(labelled, indexed) == {lab for lab, q in labelled if index.find(q) is not None}
 
 
 def test_edge_types_count():
     dag = CausalGraph.build(nodes=list("ABCDE"), directed=[("A", "B"), ("B", "C"), ("C", "D"), ("D", "E")])
     admg = CausalGraph.build(nodes=list("ABCDE"), directed=[("A", "B"), ("B", "C"), ("C", "D")],
                              bidirected=[("D", "E")])
-    assert not isomorphic(dag, admg) and isomorphic(dag, _renamed(dag, random.Random(0)))
+    assert not isomorphic(dag, admg) and isomorphic(dag, renamed_graph(dag, random.Random(0)))
 
 
 def test_planted_graphs_and_puzzles_are_found_and_only_they():

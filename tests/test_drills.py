@@ -4,34 +4,39 @@ a wrong reply as wrong."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 
 import networkx as nx
 import pytest
-from fixtures import edges_as_read
+from fixtures import edges_as_read, iso_brute_force
 from testing_utils import require_modules
 
-from calver.bench.contamination import check, load_train, write_clean
+from calver.bench.contamination import check, write_clean
 from calver.cli import main as cli_main
 from calver.data_gen.drills import (
     DRILL_TASK,
     TRANSCRIBE_TASK,
+    DrillCheck,
     DrillConfig,
+    check_replies,
     draw_drill,
     drill_rows,
     drills,
     load_drill_graphs,
-    score_replies,
 )
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import scan_lookup
 from calver.evaluation.drill_report import DrillReportConfig, asked_drills
+from calver.infer.sample import load_problems
 from calver.verifier.parsers import parse_graph
 
 NAMED = [DrillConfig(n=60, seed=s, namings=(naming,), min_nodes=2, max_nodes=12)
          for s, naming in enumerate(("letters", "random_letters", "identifiers", "phrases", "mixed"))]
+
+
+def _summed(items, replies) -> DrillCheck:
+    return sum(check_replies(items, replies), DrillCheck())
 
 
 def _edges_of(d):
@@ -94,15 +99,15 @@ def test_wrong_replies_are_counted_wrong():
     def all_no(d):
         marks = ", ".join(f"{a} -> {b} no" for a, b in d.order.directed)
         return f"Scan for edges {d.kind} {d.node}: {marks}. Edges {d.kind} {d.node}: none."
-    gold = score_replies(items, [d.answer for d in items]).lookup
-    no = score_replies(items, [all_no(d) for d in items]).lookup
+    gold = _summed(items, [d.answer for d in items]).lookup
+    no = _summed(items, [all_no(d) for d in items]).lookup
     assert no.marks_right == no.not_the_node_s == gold.not_the_node_s < gold.marks_right
     assert no.exact == sum(1 for d in items if not _edges_of(d))
-    flipped = score_replies(items, [flip(d.answer) for d in items]).lookup
+    flipped = _summed(items, [flip(d.answer) for d in items]).lookup
     assert flipped.marks_right < gold.marks_right
-    assert score_replies(items, ["I do not know."] * len(items)).lookup.lookups == 0
+    assert _summed(items, ["I do not know."] * len(items)).lookup.lookups == 0
     with pytest.raises(ValueError, match="replies"):
-        score_replies(items, [])
+        _summed(items, [])
 
 
 def test_scan_lookup_refuses_bad_input():
@@ -149,18 +154,6 @@ def test_drill_report_refuses_bad_drill_settings(capsys):
     assert "kinds" in capsys.readouterr().err
 
 
-def _iso_brute_force(a, b) -> bool:
-    """Isomorphic up to renaming, by trying every node bijection (an oracle for small graphs)."""
-    if len(a.nodes) != len(b.nodes) or len(a.directed) != len(b.directed) or len(a.bidirected) != len(b.bidirected):
-        return False
-    for perm in itertools.permutations(b.nodes):
-        m = dict(zip(a.nodes, perm))
-        if {(m[x], m[y]) for x, y in a.directed} == b.directed and \
-                {tuple(sorted((m[x], m[y]))) for x, y in a.bidirected} == b.bidirected:
-            return True
-    return False
-
-
 def test_drill_report_refuses_exclude_data_it_cannot_read(tmp_path, capsys):
     assert cli_main(["drill-report", "--model", "m", "--exclude", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
@@ -177,12 +170,12 @@ def test_drills_that_repeat_a_training_graph_are_left_out(tmp_path, capsys):
     assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "6", "--seed", "3", "--n_nodes", "4", "--drills", "40",
                      "--out", str(small_train)]) == 0
     seen = [g for path in (train, small_train) for g in [*(g for _, g in load_drill_graphs(path)),
-                                                          *(p.graph for p in load_train(path))]]
+                                                          *(p.graph for p in load_problems(path))]]
     small = DrillReportConfig(**{**same, "seed": 77, "n": 60, "min_nodes": 3, "max_nodes": 5,
                                  "exclude": [str(train), str(small_train)]})
     asked = asked_drills(small)
     every = drills(small.drill_config())
-    want = [d.id for d in every if not any(_iso_brute_force(d.graph, g) for g in seen)]
+    want = [d.id for d in every if not any(iso_brute_force(d.graph, g) for g in seen)]
     assert [d.id for d in asked.items] == want and asked.left_out == len(every) - len(want) > 0
     (small_train / "drills.jsonl").write_text('{"id": "x"}\n')
     assert cli_main(["drill-report", "--model", "m", "--exclude", str(small_train)]) == 2
@@ -227,15 +220,15 @@ def test_wrong_transcriptions_are_counted_wrong():
             "GRAPH: , ", "GRAPH: ")
     def reordered(d):
         return "GRAPH: " + d.graph.to_text()  # sorted: the right graph, not the text's order
-    dropped = score_replies(items, [drop_one(d) for d in items]).transcription
+    dropped = _summed(items, [drop_one(d) for d in items]).transcription
     assert dropped.exact == 0 and dropped.right < dropped.graph_edges and dropped.right == dropped.listed
-    moved = score_replies(items, [reordered(d) for d in items]).transcription
+    moved = _summed(items, [reordered(d) for d in items]).transcription
     assert moved.exact == len(items) and moved.verbatim < len(items)
-    none = score_replies(items, ["The graph has edges."] * len(items)).transcription
+    none = _summed(items, ["The graph has edges."] * len(items)).transcription
     assert (none.drills, none.parsed, none.exact) == (len(items), 0, 0)
-    broken = score_replies(items, ["GRAPH: A -> -> B"] * len(items)).transcription
+    broken = _summed(items, ["GRAPH: A -> -> B"] * len(items)).transcription
     assert broken.parsed == 0 and broken.listed == 0
-    lookups_only = score_replies(items, [d.answer for d in items]).lookup
+    lookups_only = _summed(items, [d.answer for d in items]).lookup
     assert lookups_only.lookups == 0  # a transcription is not a lookup
 
 
@@ -312,7 +305,7 @@ def test_gen_draws_transcription_drills_in_the_runs_encodings(tmp_path):
 @require_modules("datasets")
 def test_contamination_finds_and_drops_a_drill_graph(tmp_path):
     src = _gen(tmp_path, "src", "--drills", "5")
-    train = load_train(src)
+    train = load_problems(src)
     graphs = load_drill_graphs(src)
     target_id, target = graphs[3]
     names = {n: f"q{i}" for i, n in enumerate(reversed(target.nodes))}
@@ -327,4 +320,4 @@ def test_contamination_finds_and_drops_a_drill_graph(tmp_path):
     src_rows = [json.loads(r) for r in _lines(src / "sft.jsonl")]
     assert kept_rows == [r for r in src_rows if r["id"] not in dropped]
     assert target_id not in {i for i, _ in load_drill_graphs(clean)}
-    assert check(load_train(clean), [("held-out", renamed)], load_drill_graphs(clean)).clean
+    assert check(load_problems(clean), [("held-out", renamed)], load_drill_graphs(clean)).clean

@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from calver.config import ConfigError, add_command, cfg_field, parse_command
 from calver.data_gen.drills import load_drill_graphs
-from calver.data_gen.isomorphism import graph_hash, isomorphic
+from calver.data_gen.isomorphism import GraphIndex
+from calver.infer.sample import load_problems
 from calver.verifier.graph import CausalGraph
 from calver.verifier.problem import Problem
 
@@ -76,7 +76,7 @@ def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalG
     """Every training problem, and every lookup drill's graph (``(drill id, graph)``), against every benchmark
     item (``(label, problem or graph)``)."""
     rep = ContaminationReport()
-    graphs: dict[str, list[tuple[str, CausalGraph]]] = defaultdict(list)
+    graphs: GraphIndex[str] = GraphIndex()
     puzzles: dict[str, str] = {}
     for label, item in bench:
         if isinstance(item, CausalGraph):
@@ -89,8 +89,8 @@ def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalG
             g = source_graph(item)
             label = f"{label}: {item.id}"
         if g is not None:
-            graphs[graph_hash(g)].append((label, g))
-    rep.n_bench_graphs = sum(len(v) for v in graphs.values())
+            graphs.add(label, g)
+    rep.n_bench_graphs = len(graphs)
     rep.n_bench_puzzles = len(puzzles)
     for p in train:
         key = puzzle_key(p)
@@ -108,10 +108,9 @@ def check(train: Iterable[Problem], bench: Iterable[tuple[str, Problem | CausalG
     return rep
 
 
-def _check_graph(rep: ContaminationReport, graphs: dict[str, list[tuple[str, CausalGraph]]], train_id: str,
-                 g: CausalGraph) -> None:
+def _check_graph(rep: ContaminationReport, graphs: GraphIndex[str], train_id: str, g: CausalGraph) -> None:
     rep.n_train_graphs += 1
-    hit = next((label for label, b in graphs.get(graph_hash(g), ()) if isomorphic(g, b)), None)
+    hit = graphs.find(g)
     if hit is not None:
         rep.matches.append(Match("graph", train_id, hit))
 
@@ -142,13 +141,6 @@ def bench_items(suite: str, rows: Sequence[str] | None = None) -> list[tuple[str
     return items
 
 
-def load_train(path: str | Path) -> list[Problem]:
-    """Training problems from a ``calver gen --out`` folder (its problems.jsonl) or a problems JSONL file."""
-    from calver.infer.sample import load_problem_rows
-
-    return [Problem.from_dict(r["problem"]) for r in load_problem_rows(path)]
-
-
 @dataclass
 class ContaminationConfig:
     """``calver contamination --train DIR``: list every training problem whose graph (up to renaming) or
@@ -174,10 +166,10 @@ class ContaminationConfig:
 
 
 def run(cfg: ContaminationConfig) -> ContaminationReport:
-    train = load_train(cfg.train)
+    train = load_problems(cfg.train)
     items = bench_items(cfg.suite, cfg.rows)
     for path in cfg.against:
-        items += [(str(path), p) for p in load_train(path)]
+        items += [(str(path), p) for p in load_problems(path)]
     rep = check(train, items, load_drill_graphs(cfg.train))
     if cfg.clean_out:
         write_clean(train, rep, Path(cfg.train), Path(cfg.clean_out))
@@ -229,5 +221,5 @@ def add_contamination_command(subparsers) -> None:
                 description=ContaminationConfig.__doc__).set_defaults(func=_cli)
 
 
-__all__ = ["ContaminationConfig", "ContaminationReport", "MIN_NODES", "Match", "bench_items", "check", "load_train",
+__all__ = ["ContaminationConfig", "ContaminationReport", "MIN_NODES", "Match", "bench_items", "check",
            "puzzle_key"]

@@ -268,11 +268,6 @@ def check_replies(items: Sequence[Drill], replies: Sequence[str]) -> list[DrillC
     return [d.check(r) for d, r in zip(items, replies)]
 
 
-def score_replies(items: Sequence[Drill], replies: Sequence[str]) -> DrillCheck:
-    """The replies' lookups, scans and transcriptions, summed over the drills."""
-    return sum(check_replies(items, replies), DrillCheck())
-
-
 def load_drill_graphs(path: str | Path) -> list[tuple[str, CausalGraph]]:
     """The drills' graphs of a ``calver gen --drills N`` folder (its drills.jsonl; none without one)."""
     f = Path(path) / "drills.jsonl"

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from typing import Iterable
+from typing import Any, Generic, Iterable, TypeVar
 
 from calver.verifier.graph import CausalGraph
+
+L = TypeVar("L")
 
 
 def labelled_digraph(g: CausalGraph):
@@ -33,30 +35,59 @@ def labelled_digraph(g: CausalGraph):
     return d
 
 
-def graph_hash(g: CausalGraph) -> str:
-    """A Weisfeiler-Lehman hash of :func:`labelled_digraph`: isomorphic graphs share it (the converse is
-    checked by :func:`isomorphic`)."""
+def _wl_key(d) -> str:
     import networkx as nx
 
-    d = labelled_digraph(g)
     with warnings.catch_warnings():  # networkx 3.5 notes that directed hashes changed: only equality is used here
         warnings.simplefilter("ignore", UserWarning)
         wl = nx.weisfeiler_lehman_graph_hash(d, edge_attr="kind")
     return f"{d.number_of_nodes()}:{d.number_of_edges()}:{wl}"
 
 
-def isomorphic(a: CausalGraph, b: CausalGraph) -> bool:
-    """Whether ``a`` and ``b`` are the same graph up to renaming their nodes (edge types kept)."""
+def _same(a, b) -> bool:
     import networkx as nx
 
-    return nx.is_isomorphic(labelled_digraph(a), labelled_digraph(b),
-                            edge_match=lambda e1, e2: e1["kind"] == e2["kind"])
+    return nx.is_isomorphic(a, b, edge_match=lambda e1, e2: e1["kind"] == e2["kind"])
+
+
+def graph_hash(g: CausalGraph) -> str:
+    """A Weisfeiler-Lehman hash of :func:`labelled_digraph`: isomorphic graphs share it (the converse is
+    checked by :func:`isomorphic`)."""
+    return _wl_key(labelled_digraph(g))
+
+
+def isomorphic(a: CausalGraph, b: CausalGraph) -> bool:
+    """Whether ``a`` and ``b`` are the same graph up to renaming their nodes (edge types kept)."""
+    return _same(labelled_digraph(a), labelled_digraph(b))
+
+
+class GraphIndex(Generic[L]):
+    """Labelled graphs bucketed by :func:`graph_hash`, each kept as its :func:`labelled_digraph`, so a query
+    builds its own digraph once and runs VF2 only against its bucket."""
+
+    def __init__(self, items: Iterable[tuple[L, CausalGraph]] = ()) -> None:
+        self._buckets: dict[str, list[tuple[L, Any]]] = defaultdict(list)
+        self._n = 0
+        for label, g in items:
+            self.add(label, g)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, label: L, g: CausalGraph) -> None:
+        d = labelled_digraph(g)
+        self._buckets[_wl_key(d)].append((label, d))
+        self._n += 1
+
+    def find(self, g: CausalGraph) -> L | None:
+        """The label of the first indexed graph isomorphic to ``g`` (None: none); stops at the first match."""
+        d = labelled_digraph(g)
+        return next((label for label, b in self._buckets.get(_wl_key(d), ()) if _same(d, b)), None)
 
 
 def repeated_graphs(items: Iterable[tuple[str, CausalGraph]], seen: Iterable[CausalGraph]) -> set[str]:
     """The labels of ``items`` (``(label, graph)``) whose graph is isomorphic, up to renaming, to one of ``seen``
-    (every size: an evaluation set drops what a training set holds, where :func:`check` flags a training item)."""
-    index: dict[str, list[CausalGraph]] = defaultdict(list)
-    for g in seen:
-        index[graph_hash(g)].append(g)
-    return {label for label, g in items if any(isomorphic(g, b) for b in index.get(graph_hash(g), ()))}
+    (every size: an evaluation set drops what a training set holds, where ``calver contamination`` flags a
+    training item)."""
+    index = GraphIndex((i, g) for i, g in enumerate(seen))
+    return {label for label, g in items if index.find(g) is not None}

@@ -32,7 +32,6 @@ from calver.data_gen.drills import (
 )
 from calver.data_gen.isomorphism import repeated_graphs
 from calver.verifier.graph import CausalGraph
-from calver.verifier.problem import Problem
 
 HELD_OUT = ("medicine", "economics", "education", "ecology")  # configs/gen/heldout-4-9.yaml's names
 
@@ -103,9 +102,9 @@ class AskedDrills:
 def training_graphs(path: str) -> list[CausalGraph]:
     """The graphs of a training set: its problems' (a `calver gen` folder or a problems JSONL file) and, in a
     folder, its drills' (drills.jsonl)."""
-    from calver.infer.sample import load_problem_rows
+    from calver.infer.sample import load_problems
 
-    graphs = (Problem.from_dict(r["problem"]).graph for r in load_problem_rows(path))
+    graphs = (p.graph for p in load_problems(path))
     return [g for g in graphs if g is not None] + [g for _, g in load_drill_graphs(path)]
 
 

@@ -27,7 +27,7 @@ import dataclasses
 import os
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +73,15 @@ def load_problem_rows(path: str | Path) -> list[dict[str, Any]]:
             if not pr.id:
                 raise ValueError(f"{f}:{i + 1}: problem has no 'id'")
             rows.append({"problem": pr.to_dict(), "labels": labels})
-    ids = [r["problem"]["id"] for r in rows]
-    dup = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+    dup = sorted(i for i, n in Counter(r["problem"]["id"] for r in rows).items() if n > 1)
     if dup:
         raise ValueError(f"duplicate problem id(s): {', '.join(dup[:5])}")
     return rows
+
+
+def load_problems(path: str | Path) -> list[Problem]:
+    """The problems of :func:`load_problem_rows` (a training set's, for a contamination or exclusion check)."""
+    return [Problem.from_dict(r["problem"]) for r in load_problem_rows(path)]
 
 
 def select_rows(rows: list[dict[str, Any]], cfg: SampleConfig) -> list[dict[str, Any]]:

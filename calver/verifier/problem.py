@@ -123,11 +123,15 @@ class Problem:
             try:
                 text = raw if isinstance(raw, str) else json.dumps(raw)
                 graph = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"))
+                order = _declared_order(graph, d.get("variables"))
+                if order is not None:  # the same text, its nodes declared in that order (a cached parse too);
+                    # kept only if equal: prose reads names it is told of, so declared nodes could find more edges
+                    ordered = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"), nodes=order)
+                    graph = ordered if ordered == graph else graph
             except GraphError as e:
                 raise ProblemError(f"field 'graph': {e}") from None
             except (RecursionError, ValueError) as e:  # json.dumps of a hostile structure
                 raise ProblemError(f"field 'graph': not a usable graph ({type(e).__name__})") from None
-            graph = _in_declared_order(graph, d.get("variables"))
         return cls(
             task=d["task"],
             query=dict(d["query"]) if isinstance(d["query"], dict) else d["query"],
@@ -167,14 +171,14 @@ class Problem:
         return get_family(self.task)
 
 
-def _in_declared_order(graph: CausalGraph, variables: Any) -> CausalGraph:
-    """``graph`` with its nodes in the order ``variables`` lists them, where that names exactly its nodes: the
-    arrow text ``to_dict`` writes lists nodes as its edges meet them, and a matrix or parents map the
-    generator rendered from the graph shows them in the graph's own order."""
+def _declared_order(graph: CausalGraph, variables: Any) -> tuple[str, ...] | None:
+    """``variables`` as a node order for ``graph``, where it names exactly its nodes in another order (else
+    None): the arrow text ``to_dict`` writes lists nodes as its edges meet them, and a matrix or parents map
+    the generator rendered from the graph shows them in the graph's own order."""
     if not isinstance(variables, list) or tuple(variables) == graph.nodes or len(variables) != len(graph.nodes) \
             or not all(isinstance(v, str) for v in variables) or set(variables) != set(graph.nodes):
-        return graph
-    return CausalGraph.build(variables, sorted(graph.directed), sorted(graph.bidirected), graph.kind, validate=False)
+        return None
+    return tuple(variables)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
