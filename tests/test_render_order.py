@@ -168,3 +168,62 @@ def test_a_json_round_trip_keeps_the_graphs_node_order():
     assert moved.graph.nodes == ("C", "A", "B")
     # the ordered graph is the parse cache's: loading a row again builds nothing
     assert Problem.from_dict(dict(row)).graph is moved.graph
+
+
+def _block(problem: Problem) -> str:
+    """The graph as the prompt text shows it: the lines between the header line and the question."""
+    return problem.text.split("\n", 1)[1].split("\n\n", 1)[0]
+
+
+@pytest.mark.parametrize("task", ["backdoor_set", "frontdoor_set", "separation_set", "blocking_set",
+                                  "cycle_witness", "mediator", "intervention_reachability"])
+def test_a_verbatim_graph_slot_copies_a_matrix_or_parents_map_as_the_prompt_shows_it(task):
+    """``graph_slot="verbatim"``: where the prompt shows a matrix or JSON parents map, the GRAPH slot is that
+    text, character for character (read off the prompt, not rendered again), the trace still scores 6 and
+    its other slots are the arrow trace's; for the other encodings it is the arrow trace."""
+    cfg = GenConfig(seed=4, n_nodes=(4, 8), naming=("letters", "phrases", "identifiers"), shuffle_order=0.5,
+                    encoding=("json_parents", "matrix", "arrows", "clear", "prose"))
+    verbatim = 0
+    for p in generate(task, 24, cfg):
+        arrows = canonical_trace(p, "rule", 0)
+        trace = canonical_trace(p, "rule", 0, graph_slot="verbatim")
+        if p.meta["encoding"] in ("json_parents", "matrix"):
+            assert trace == f"GRAPH: {_block(p)}\nQUERY: " + arrows.split("\nQUERY: ", 1)[1]
+            verbatim += 1
+        else:
+            assert trace == arrows
+        assert score(trace, p).total == 6
+        assert canonical_trace(p, "rule", 0, rationale="rule", graph_slot="verbatim").endswith(
+            trace.split("\nSTRATEGY: ", 1)[1])
+    assert verbatim >= 4
+    with pytest.raises(ValueError, match="graph_slot"):
+        canonical_trace(p, graph_slot="json")
+
+
+def test_gen_graph_slot_verbatim_rows_manifest_and_clean_copy(tmp_path):
+    """`calver gen --graph_slot verbatim`: every SFT row's trace copies its prompt's matrix or parents map, the
+    manifest records the choice, a contamination --clean_out rewrite keeps the rows; a bad value exits 2."""
+    pytest.importorskip("datasets")
+    from calver.bench.contamination import write_clean
+    from calver.cli import main
+
+    out = tmp_path / "mix"
+    assert main(["gen", "--tasks", "backdoor_set", "cycle_witness", "--n", "6", "--seed", "5", "--out", str(out),
+                 "--system", "compact", "--answers", "rule", "--encoding", "json_parents", "matrix",
+                 "--naming", "phrases", "--graph_slot", "verbatim"]) == 0
+    assert json.loads((out / "manifest.json").read_text())["sft_graph_slot"] == "verbatim"
+    rows = [json.loads(x) for x in (out / "sft.jsonl").read_text().splitlines()]
+    problems = {p["id"]: Problem.from_dict(p) for p in map(json.loads, (out / "problems.jsonl").read_text().splitlines())}
+    assert len(rows) == 12
+    for r in rows:
+        block = r["messages"][1]["content"].split("\n", 1)[1].split("\n\n", 1)[0]
+        assert r["messages"][2]["content"].startswith(f"GRAPH: {block}\nQUERY: ")
+        assert score(r["messages"][2]["content"], problems[r["id"]]).total == 6
+
+    class _NoMatches:
+        matches = ()
+
+    write_clean(list(problems.values()), _NoMatches(), out, tmp_path / "clean")
+    assert (tmp_path / "clean" / "sft.jsonl").read_text() == (out / "sft.jsonl").read_text()
+    assert main(["gen", "--tasks", "backdoor_set", "--n", "2", "--out", str(tmp_path / "x"),
+                 "--graph_slot", "json"]) == 2

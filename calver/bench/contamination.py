@@ -191,7 +191,8 @@ def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path
     kept_drills = [d for d in drills(drill_cfg) if d.id not in bad] if drill_cfg is not None else []
     export_dataset(kept, out, meta.get("config"), system=meta.get("system_prompt") or "contract",
                    answers=meta.get("sft_answers") or "random", witnesses=meta.get("sft_witnesses"),
-                   rationale=meta.get("sft_rationale", "none"), drills=kept_drills, drill_cfg=drill_cfg,
+                   rationale=meta.get("sft_rationale", "none"), graph_slot=meta.get("sft_graph_slot", "arrows"),
+                   drills=kept_drills, drill_cfg=drill_cfg,
                    extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
     return len(kept)
 

@@ -60,14 +60,15 @@ def problem_json(problem: Problem) -> str:
 
 def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None, answers: str = "random",
                 witnesses: int | None = None, system: str = "contract",
-                rationale: str = "none") -> list[dict[str, Any]]:
+                rationale: str = "none", graph_slot: str = "arrows") -> list[dict[str, Any]]:
     """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``),
     ``witnesses`` caps their DERIVATION's witness paths, ``system`` picks the system message
     (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``), ``rationale`` (``rule``
-    / ``scan``; ``none``: off) writes the rule each answer follows before STRATEGY."""
+    / ``scan``; ``none``: off) writes the rule each answer follows before STRATEGY, ``graph_slot`` how the
+    traces write the graph (:data:`~calver.data_gen.prompts.GRAPH_SLOTS`)."""
     rows = []
     for p in problems:
-        trace = canonical_trace(p, answers, witnesses, rationale)
+        trace = canonical_trace(p, answers, witnesses, rationale, graph_slot=graph_slot)
         messages = render_prompt(p, encoding, system) + [{"role": "assistant", "content": trace}]
         rows.append({"id": p.id, "task": p.task, "source_id": p.source_id, "messages": messages})
     return rows
@@ -119,7 +120,7 @@ def _require_datasets():
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
                    encoding: str | None = None, extra_card: dict[str, Any] | None = None,
                    answers: str = "random", witnesses: int | None = None, system: str = "contract",
-                   rationale: str = "none", drills: Sequence[Drill] = (),
+                   rationale: str = "none", graph_slot: str = "arrows", drills: Sequence[Drill] = (),
                    drill_cfg: DrillConfig | None = None) -> dict[str, Any]:
     """Write the dataset (see the module docstring); returns the manifest. ``drills`` (drawn by ``drill_cfg``):
     lookup-drill rows appended to the SFT rows, their graphs in ``drills.jsonl``."""
@@ -135,7 +136,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         raise ValueError(f"export_dataset: duplicate problem id {dup!r}")
 
     content_hash = _write_jsonl(out / "problems.jsonl", [p.to_dict() for p in problems])
-    sft = to_sft_rows(problems, encoding, answers, witnesses, system, rationale)
+    sft = to_sft_rows(problems, encoding, answers, witnesses, system, rationale, graph_slot)
     sft += [{**d.row(), "source_id": d.id} for d in drills]
     grpo = to_grpo_rows(problems, encoding, system)
     hashes = {"problems.jsonl": content_hash, "sft.jsonl": _write_jsonl(out / "sft.jsonl", sft),
@@ -169,6 +170,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         "sft_answers": answers,
         "sft_witnesses": witnesses,
         "sft_rationale": rationale,
+        "sft_graph_slot": graph_slot,
         "system_prompt": system,
         "n_rows": len(problems),
         "n_drills": len(drills),

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.drills import DrillConfig, drill_config
 from calver.data_gen.names import NAMINGS
-from calver.data_gen.prompts import SYSTEMS
+from calver.data_gen.prompts import GRAPH_SLOTS, SYSTEMS
 from calver.data_gen.rationales import STYLES as RATIONALE_STYLES
 from calver.data_gen.text_levels import LEVELS as TEXT_LEVELS
 from calver.verifier.parsers import RENDER_FORMATS
@@ -187,6 +187,10 @@ class RunConfig:
                                "STRATEGY (calver.data_gen.rationales; scores are unchanged): none | rule (the "
                                "rule and the edges it reads) | scan (each edge lookup as a yes/no pass over "
                                "the GRAPH line first)")
+    graph_slot: str = cfg_field("arrows", help="how the SFT traces' GRAPH slot writes the graph: arrows (an arrow "
+                                "list, in the order the prompt's encoding shows it) | verbatim (a prompt's matrix "
+                                "or JSON parents map copied as shown, which the GRAPH bit parses: reading it into "
+                                "arrows regroups every edge; other encodings keep the arrow list)")
     drills: int = cfg_field(0, help="drills added to the SFT rows (calver.data_gen.drills: a node's edges found in "
                             "an arrow list, alone, as a scan rationale writes it; or a graph copied from an "
                             "encoding into a GRAPH line), drawn from the run's seed, node range, namings and "
@@ -223,6 +227,8 @@ class RunConfig:
             raise ConfigError(f"field 'drill_kinds': {e}") from None
         if self.rationale not in RATIONALES:
             raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
+        if self.graph_slot not in GRAPH_SLOTS:
+            raise ConfigError(f"field 'graph_slot' must be one of {GRAPH_SLOTS}, got {self.graph_slot!r}")
 
     def drill_config(self) -> DrillConfig:
         """The run's drills: its seed, node range, namings and encodings, of ``drill_kinds``."""

@@ -35,6 +35,12 @@ _CLASS_WORDS = {
 }
 
 
+# A canonical trace's GRAPH slot: an arrow list in reading order, or (``verbatim``) the prompt's own matrix or
+# parents map: reading either into arrows regroups every edge, which a small policy gets wrong, while the
+# GRAPH bit parses every encoding.
+GRAPH_SLOTS = ("arrows", "verbatim")
+VERBATIM_ENCODINGS = ("json_parents", "matrix")
+
 SYSTEMS = ("contract", "compact")  # the system message: the full contract instructions, or a short one
 
 
@@ -76,20 +82,36 @@ def render_order(problem: Problem) -> RenderOrder | None:
                        tuple((a, b) for a, b in o.get("bidirected", ())))
 
 
-def graph_line_order(problem: Problem) -> RenderOrder | None:
-    """The order a trace's GRAPH line copies ``problem``'s graph in: the order its prompt's encoding lists the
-    nodes and edges (:func:`~calver.verifier.parsers.reading_order`; a matrix row by row, a parents map node by
-    node), where the prompt shows the graph rendered in ``meta["encoding"]``; else :func:`render_order`."""
+def _shown_graph(problem: Problem) -> tuple[str, RenderOrder | None, str] | None:
+    """``(encoding, order, text)`` of ``problem``'s graph as its prompt shows it, where the prompt holds the graph
+    rendered in ``meta["encoding"]``; else None."""
     order = render_order(problem)
     enc = problem.meta.get("encoding") if isinstance(problem.meta, dict) else None
     g = problem.graph
     if g is None or enc not in RENDER_FORMATS:
-        return order
+        return None
     try:
         shown = render_graph(g, enc, order)
     except GraphError:  # a graph this encoding cannot render is not what the prompt shows
-        return order
-    return reading_order(g, enc, order) if shown in (problem.text or "") else order
+        return None
+    return (enc, order, shown) if shown in (problem.text or "") else None
+
+
+def graph_line_order(problem: Problem) -> RenderOrder | None:
+    """The order a trace's GRAPH line copies ``problem``'s graph in: the order its prompt's encoding lists the
+    nodes and edges (:func:`~calver.verifier.parsers.reading_order`; a matrix row by row, a parents map node by
+    node), where the prompt shows the graph rendered in ``meta["encoding"]``; else :func:`render_order`."""
+    shown = _shown_graph(problem)
+    if shown is None:
+        return render_order(problem)
+    return reading_order(problem.graph, shown[0], shown[1])
+
+
+def verbatim_graph(problem: Problem) -> str | None:
+    """The graph text a ``verbatim`` GRAPH slot copies: the prompt's matrix or JSON parents map as shown
+    (:data:`VERBATIM_ENCODINGS`), or None where the prompt shows another encoding (the slot stays an arrow list)."""
+    shown = _shown_graph(problem)
+    return shown[2] if shown is not None and shown[0] in VERBATIM_ENCODINGS else None
 
 
 def prompt_encoding(problem: Problem) -> str | None:

@@ -32,7 +32,7 @@ from calver.data_gen.generators.families import (
     task_variants,
 )
 from calver.data_gen.names import node_names
-from calver.data_gen.prompts import graph_line_order, problem_text, prompt_encoding
+from calver.data_gen.prompts import GRAPH_SLOTS, graph_line_order, problem_text, prompt_encoding, verbatim_graph
 from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.problem import Problem
@@ -346,15 +346,22 @@ def canonical_answer(problem: Problem, answers: str = "random") -> Any:
 
 
 def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | None = None,
-                    rationale: str = "none") -> str:
+                    rationale: str = "none", *, graph_slot: str = "arrows") -> str:
     """A six-slot trace that scores 6 by construction, for a valid answer (see :func:`canonical_answer`);
     ``witnesses`` caps the witness paths its DERIVATION lists (None: the family's number); ``rationale``
     (``rule`` / ``scan``; ``none``: off) writes the rule the answer follows before STRATEGY
-    (:mod:`calver.data_gen.rationales`)."""
+    (:mod:`calver.data_gen.rationales`); ``graph_slot`` (:data:`~calver.data_gen.prompts.GRAPH_SLOTS`):
+    ``verbatim`` copies a prompt's matrix or parents map into the GRAPH slot as shown."""
     from calver.data_gen.rationales import rule_rationale, with_rationale
 
+    if graph_slot not in GRAPH_SLOTS:
+        raise ValueError(f"canonical_trace: graph_slot must be one of {GRAPH_SLOTS}, got {graph_slot!r}")
     obj = canonical_answer(problem, answers)
     # the GRAPH slot copies the graph as the prompt lists it (a matrix row by row; None: sorted, as always)
     order = graph_line_order(problem)
     trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses, order=order)
+    shown = verbatim_graph(problem) if graph_slot == "verbatim" else None
+    head = f"GRAPH: {problem.graph.to_text(order)}\n" if shown is not None and problem.graph is not None else ""
+    if head and trace.startswith(head):  # a family whose GRAPH slot is another graph (ATE's SCM) keeps its own
+        trace = f"GRAPH: {shown}\n{trace[len(head):]}"
     return trace if rationale == "none" else with_rationale(trace, rule_rationale(problem, obj, rationale))
