@@ -213,7 +213,8 @@ def test_gen_graph_slot_verbatim_rows_manifest_and_clean_copy(tmp_path):
                  "--naming", "phrases", "--graph_slot", "verbatim"]) == 0
     assert json.loads((out / "manifest.json").read_text())["sft_graph_slot"] == "verbatim"
     rows = [json.loads(x) for x in (out / "sft.jsonl").read_text().splitlines()]
-    problems = {p["id"]: Problem.from_dict(p) for p in map(json.loads, (out / "problems.jsonl").read_text().splitlines())}
+    lines = (out / "problems.jsonl").read_text().splitlines()
+    problems = {p["id"]: Problem.from_dict(p) for p in map(json.loads, lines)}
     assert len(rows) == 12
     for r in rows:
         block = r["messages"][1]["content"].split("\n", 1)[1].split("\n\n", 1)[0]
