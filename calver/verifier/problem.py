@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -124,10 +125,8 @@ class Problem:
                 text = raw if isinstance(raw, str) else json.dumps(raw)
                 graph = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"))
                 order = _declared_order(graph, d.get("variables"))
-                if order is not None:  # the same text, its nodes declared in that order (a cached parse too);
-                    # kept only if equal: prose reads names it is told of, so declared nodes could find more edges
-                    ordered = parse_graph(text, fmt=d.get("graph_format"), kind=d.get("graph_class"), nodes=order)
-                    graph = ordered if ordered == graph else graph
+                if order is not None:
+                    graph = _reordered(order, graph.directed, graph.bidirected, graph.kind)
             except GraphError as e:
                 raise ProblemError(f"field 'graph': {e}") from None
             except (RecursionError, ValueError) as e:  # json.dumps of a hostile structure
@@ -179,6 +178,14 @@ def _declared_order(graph: CausalGraph, variables: Any) -> tuple[str, ...] | Non
             or not all(isinstance(v, str) for v in variables) or set(variables) != set(graph.nodes):
         return None
     return tuple(variables)
+
+
+@functools.lru_cache(maxsize=4096)
+def _reordered(order: tuple[str, ...], directed: frozenset, bidirected: frozenset, kind: GraphClass) -> CausalGraph:
+    """The parsed graph with its nodes in ``order``, built once per graph and order and then shared (as the parse
+    cache shares a parse): a pool or a training set loads the same rows many times. Keyed on the edges and the
+    class, since graph equality ignores the class."""
+    return CausalGraph.build(order, sorted(directed), sorted(bidirected), kind, validate=False)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
