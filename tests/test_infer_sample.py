@@ -187,3 +187,19 @@ def test_a_hub_id_is_resolved_to_its_snapshot_and_commit(tmp_path, monkeypatch):
     assert resolve_hub_model(str(snap), None) == (str(snap), None)  # a local path stays as it is
     with pytest.raises(ValueError, match="cannot resolve the hub id"):
         resolve_hub_model("acme/not-cached")
+
+
+def test_loaders_parse_each_row_once(problems_file, monkeypatch):
+    from calver.infer.sample import load_problems
+    from calver.verifier import Problem, parsers
+
+    path, _ = problems_file
+    want = [Problem.from_dict(r.get("problem", r)).to_dict() for r in map(json.loads, path.read_text().splitlines())]
+    calls = []
+    real = parsers.parse_graph
+    monkeypatch.setattr(parsers, "parse_graph", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert [p.to_dict() for p in load_problems(path)] == want
+    assert len(calls) == len(want)  # the rows' text, not a rewritten copy of it
+    rows = load_problem_rows(path)
+    assert [r["problem"] for r in rows] == want and len(calls) == 2 * len(want)
+    assert [r["labels"] for r in rows] == [{"note": "kept out of views"} if i % 2 else {} for i in range(len(want))]

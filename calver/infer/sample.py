@@ -50,9 +50,9 @@ SLOW_ENV = "CALVER_SAMPLE_BATCH_DELAY_S"  # testing hook: sleep after each appen
 
 
 # ---- problems ----------------------------------------------------------------------------------
-def load_problem_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows ``{"problem": Problem dict, "labels": {...}}`` from a JSONL file (rows are Problem dicts or
-    already in that form), or a directory holding ``problems.jsonl`` (else its ``*.jsonl`` files)."""
+def _read_problems(path: str | Path) -> list[tuple[Problem, dict[str, Any]]]:
+    """(problem, labels) per row of a JSONL file (rows are Problem dicts or ``{"problem": ..., "labels": ...}``),
+    or of a directory holding ``problems.jsonl`` (else its ``*.jsonl`` files); each row parsed once."""
     p = Path(path)
     if p.is_dir():
         files = [p / "problems.jsonl"] if (p / "problems.jsonl").exists() else sorted(p.glob("*.jsonl"))
@@ -62,7 +62,7 @@ def load_problem_rows(path: str | Path) -> list[dict[str, Any]]:
         files = [p]
     else:
         raise FileNotFoundError(f"problems source {p} does not exist")
-    rows = []
+    out = []
     for f in files:
         for i, r in enumerate(read_jsonl(f)):
             if "problem" in r and isinstance(r["problem"], dict):
@@ -72,16 +72,22 @@ def load_problem_rows(path: str | Path) -> list[dict[str, Any]]:
             pr = Problem.from_dict(prob)
             if not pr.id:
                 raise ValueError(f"{f}:{i + 1}: problem has no 'id'")
-            rows.append({"problem": pr.to_dict(), "labels": labels})
-    dup = sorted(i for i, n in Counter(r["problem"]["id"] for r in rows).items() if n > 1)
+            out.append((pr, labels))
+    dup = sorted(i for i, n in Counter(pr.id for pr, _ in out).items() if n > 1)
     if dup:
         raise ValueError(f"duplicate problem id(s): {', '.join(dup[:5])}")
-    return rows
+    return out
+
+
+def load_problem_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Rows ``{"problem": Problem dict, "labels": {...}}`` from a source :func:`_read_problems` reads."""
+    return [{"problem": pr.to_dict(), "labels": labels} for pr, labels in _read_problems(path)]
 
 
 def load_problems(path: str | Path) -> list[Problem]:
-    """The problems of :func:`load_problem_rows` (a training set's, for a contamination or exclusion check)."""
-    return [Problem.from_dict(r["problem"]) for r in load_problem_rows(path)]
+    """The problems of a source :func:`_read_problems` reads (a training set's, for a contamination or
+    exclusion check), each parsed once."""
+    return [pr for pr, _ in _read_problems(path)]
 
 
 def select_rows(rows: list[dict[str, Any]], cfg: SampleConfig) -> list[dict[str, Any]]:
