@@ -91,10 +91,11 @@ def demo_problems(n_total: int) -> list:
 
 def demo_sft_rows(n: int) -> list[dict]:
     from calver.data_gen.export import to_sft_rows
+    from calver.data_gen.trace_style import TraceStyle
     from calver.demo.config import DemoConfig
 
     d = DemoConfig()
-    return to_sft_rows(demo_problems(n), answers=d.sft_answers, witnesses=d.sft_witnesses)
+    return to_sft_rows(demo_problems(n), style=TraceStyle(d.sft_answers, d.sft_witnesses))
 
 
 def mix_sft_rows(n: int) -> list[dict]:
@@ -108,7 +109,7 @@ def mix_sft_rows(n: int) -> list[dict]:
     per = -(-n // len(tasks))
     by_task = [generate(t, per, rc.gen) for t in tasks]
     problems = [p for i in range(per) for ps in by_task if i < len(ps) for p in [ps[i]]][:n]
-    return to_sft_rows(problems, answers=rc.answers, witnesses=rc.trace_witnesses, system=rc.system)
+    return to_sft_rows(problems, style=rc.trace_style())
 
 
 # ---- workers (run in a fresh subprocess) ------------------------------------------------------------

@@ -13,6 +13,7 @@ datasets = pytest.importorskip("datasets")
 from calver.data_gen.export import GRPO_COLUMNS, SFT_COLUMNS, export_dataset, problems_from_rows  # noqa: E402
 from calver.data_gen.gen_config import GenConfig  # noqa: E402
 from calver.data_gen.generators import canonical_trace, generate  # noqa: E402
+from calver.data_gen.trace_style import TraceStyle  # noqa: E402
 from calver.verifier import contract_instructions, score  # noqa: E402
 
 
@@ -152,7 +153,7 @@ def test_clear_wordings_and_headerless_prompts_keep_the_trace():
         for a, b in zip(plain[task], styled[task]):
             assert a.query == b.query and a.graph == b.graph
             assert b.text.startswith("Given ") and not b.text.startswith("The causal graph")
-            assert score(canonical_trace(b, "rule", 0), b).total == 6
+            assert score(canonical_trace(b, TraceStyle("rule", 0)), b).total == 6
             if "nodeset that can d-separate node" in b.text:
                 seen.add("sep")
                 (x,), (y,) = b.query["x"], b.query["y"]

@@ -71,12 +71,13 @@ def test_tiny_model_cli_builds_a_model_whose_phrases_are_single_tokens(tmp_path)
 
     from calver.cli import main
     from calver.data_gen.export import export_dataset
+    from calver.data_gen.trace_style import TraceStyle
     from calver.demo.config import load_demo_config
     from calver.demo.stages import make_problems
 
     cfg = load_demo_config(None, quick=True, n_train_per_task=10, n_eval_per_task=1)
     gen, train, _ = make_problems(cfg)
-    export_dataset(train, tmp_path / "data", gen, answers="rule", witnesses=1)
+    export_dataset(train, tmp_path / "data", gen, style=TraceStyle("rule", 1))
     assert main(["tiny-model", "--out", str(tmp_path / "m"), "--dataset", str(tmp_path / "data" / "sft.jsonl")]) == 0
     tok = AutoTokenizer.from_pretrained(tmp_path / "m")
     row = json.loads((tmp_path / "data" / "sft.jsonl").read_text().splitlines()[0])

@@ -25,6 +25,7 @@ from calver.data_gen.drills import (
     drills,
     load_drill_graphs,
 )
+from calver.data_gen.gen_config import ConfigError, parse_run
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import scan_lookup
 from calver.evaluation.drill_report import DrillReportConfig, asked_drills
@@ -300,6 +301,26 @@ def test_gen_draws_transcription_drills_in_the_runs_encodings(tmp_path):
     assert "ends with 9 drills" in (out / "README.md").read_text()  # the dataset card says so
     assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "2", "--drills", "2", "--drill_kinds", "sideways",
                      "--out", str(tmp_path / "bad")]) == 2
+
+
+def _drill_encodings(*flags):
+    run = parse_run(args=["--seed", "1", "--drills", "40", "--drill_kinds", "transcribe", *flags])
+    return run.drill_config().encodings
+
+
+def test_a_verbatim_graph_slot_draws_no_transcription_from_what_it_copies():
+    every = ("arrows", "clear", "json_parents", "prose", "matrix")
+    assert _drill_encodings("--encoding", *every) == every
+    assert _drill_encodings("--encoding", *every, "--graph_slot", "verbatim") == ("arrows", "clear", "prose")
+    assert _drill_encodings("--encoding", "matrix", "json_parents", "--graph_slot", "verbatim") == ("arrows",)
+    assert _drill_encodings("--encoding", *every, "--graph_slot", "verbatim", "--drill_encodings", "matrix") == (
+        "matrix",)  # asked for by name
+    cfg = parse_run(args=["--seed", "1", "--drills", "40", "--drill_kinds", "transcribe", "--encoding", *every,
+                          "--graph_slot", "verbatim"]).drill_config()
+    assert {d.encoding for d in drills(cfg)} == {"arrows", "clear", "prose"}
+    for bad in (["sideways"], []):
+        with pytest.raises(ConfigError, match="drill_encodings"):
+            parse_run(args=["--seed", "1"], overrides={"drill_encodings": bad})
 
 
 @require_modules("datasets")

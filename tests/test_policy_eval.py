@@ -11,6 +11,7 @@ import pytest
 from fixtures import small_config, synthetic_units, write_pool
 
 from calver.data_gen.generators import canonical_answer, canonical_trace, generate, validity_objects
+from calver.data_gen.trace_style import TraceStyle
 from calver.evaluation.units import load_units
 from calver.verifier import get_family, grade, score
 
@@ -31,7 +32,7 @@ def test_rule_answers_are_valid_members_and_traces_score_six(task):
         obj = canonical_answer(p, "rule")
         assert get_family(task).canonical_answer_key(obj) in members
         for witnesses in (None, 1):
-            t = canonical_trace(p, "rule", witnesses)
+            t = canonical_trace(p, TraceStyle("rule", witnesses))
             assert score(t, p).total == 6, (t, score(t, p).reasons)
     assert hits >= 20  # the rules cover most generated queries (else the demo's policy has little to learn)
 
@@ -48,8 +49,8 @@ def test_witness_cap_lists_at_most_that_many_paths():
     cfg = small_config(1, n_nodes=(6, 8), variants=("any",))
     seen_multi = False
     for p in generate("backdoor_set", 30, cfg):
-        full = canonical_trace(p, "rule")
-        capped = canonical_trace(p, "rule", 1)
+        full = canonical_trace(p, TraceStyle("rule"))
+        capped = canonical_trace(p, TraceStyle("rule", 1))
         deriv = next(line for line in capped.splitlines() if line.startswith("DERIVATION"))
         assert deriv.count(" | ") == 0
         seen_multi |= " | " in full
@@ -141,7 +142,7 @@ def test_cycle_rule_gives_a_reverse_pair_or_a_shortest_cycle():
         assert fam.canonical_answer_key(first) in {fam.canonical_answer_key(tuple(c)) for c in cycles}
         seen_pair += len(first) == 2
         seen_long += len(first) > 2
-        assert score(canonical_trace(p, "rule", 0), p).total == 6
+        assert score(canonical_trace(p, TraceStyle("rule", 0)), p).total == 6
     assert seen_pair and seen_long
 
 

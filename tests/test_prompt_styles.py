@@ -23,6 +23,7 @@ from calver.data_gen.prompt_styles import (
     template_hash,
 )
 from calver.data_gen.prompts import render_prompt, system_prompt, user_text
+from calver.data_gen.trace_style import TraceStyle
 from calver.infer.manifest import sha256_text
 from calver.infer.pool import PoolError
 from calver.infer.sample import run_sample
@@ -200,7 +201,7 @@ def test_compact_style_shares_the_user_turn_and_shortens_the_system_message(tmp_
         label = "CONSTRAINTS" if task == "knights_knaves" else "GRAPH"
         assert task in compact[0]["content"] and label in compact[0]["content"]
         assert len(compact[0]["content"]) * 5 < len(full[0]["content"])  # a line, not the contract
-        sft = to_sft_rows([p], system="compact")[0]["messages"]
+        sft = to_sft_rows([p], style=TraceStyle(system="compact"))[0]["messages"]
         assert sft[0] == compact[0] and sft[1] == compact[1] and score(sft[2]["content"], p).total == 6
         assert to_grpo_rows([p], system="compact")[0]["prompt"] == compact
     assert template_hash(PromptStyle("compact"), ["backdoor_set"]) != template_hash(PromptStyle(), ["backdoor_set"])

@@ -12,10 +12,13 @@ import pytest
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_answer, canonical_trace, generate
 from calver.data_gen.rationales import RATIONALE_TASKS, rule_rationale, with_rationale
+from calver.data_gen.trace_style import TraceStyle
 from calver.verifier import get_family, score
 from calver.verifier.contract import split_slots
 
 NAMINGS = ("letters", "random_letters", "identifiers", "phrases")
+
+PLAIN, REASONED, SCANNED = (TraceStyle("rule", 0, r) for r in ("none", "rule", "scan"))
 
 
 def _problems(task, variants=("any",), n=24):
@@ -44,7 +47,7 @@ def test_rationale_states_the_graph_facts_and_keeps_the_score(task, variants):
     seen = 0
     for p in _problems(task, variants):
         obj = canonical_answer(p, "rule")
-        plain, reasoned = canonical_trace(p, "rule", 0), canonical_trace(p, "rule", 0, rationale="rule")
+        plain, reasoned = canonical_trace(p, PLAIN), canonical_trace(p, REASONED)
         # the paragraph is not part of any slot: same slot values, same bits
         assert split_slots(reasoned).values == split_slots(plain).values
         assert score(reasoned, p).bits == score(plain, p).bits and score(reasoned, p).total == 6
@@ -145,7 +148,7 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
                                                                           ["treatment"])]
     total = LookupCheck()
     for p in probs:
-        total += check_lookups(canonical_trace(p, "rule", 0, rationale="rule"), p.graph)
+        total += check_lookups(canonical_trace(p, REASONED), p.graph)
     assert total.lookups == total.exact == len(probs) and total.listed == total.listed_true == total.true
     g = probs[0].graph
     x = get_family("backdoor_set").normalize_query(probs[0])["treatment"]
@@ -154,13 +157,13 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     wrong = f"Rule: ... Edges into {x}: {fake} -> {x}.\n\nSTRATEGY: {{}}"
     assert check_lookups(wrong, g) == LookupCheck(1, 0, 1, 0, 0, len(parents))
     assert check_lookups("Edges into nowhere: none.\n", g) == LookupCheck(1, 0, 0, 0, 0, 0)
-    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, "rule", 0, rationale="rule"), wrong])
-                                               for p in probs[:1]] + [(p, 0, [canonical_trace(p, "rule", 0)])
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, REASONED), wrong])
+                                               for p in probs[:1]] + [(p, 0, [canonical_trace(p, PLAIN)])
                                                                       for p in probs[1:3]], raw_texts=True)
     got = rationale_lookups(load_units(pool.root))
     assert got["lookups"] == 2 and got["exact"] == 0.5 and got["in_graph"] == pytest.approx(len(parents) /
                                                                                             (len(parents) + 1))
-    plain = build_pool(str(tmp_path / "plain"), [(p, 0, [canonical_trace(p, "rule", 0)]) for p in probs[:2]],
+    plain = build_pool(str(tmp_path / "plain"), [(p, 0, [canonical_trace(p, PLAIN)]) for p in probs[:2]],
                        raw_texts=True)
     assert rationale_lookups(load_units(plain.root)) is None
 
@@ -174,9 +177,9 @@ def test_scan_rationale_lists_every_edge_in_graph_order_and_marks_the_node_s(tas
     for p in _problems(task, n=40):
         obj = canonical_answer(p, "rule")
         rule, scan = rule_rationale(p, obj), rule_rationale(p, obj, "scan")
-        reasoned = canonical_trace(p, "rule", 0, rationale="scan")
+        reasoned = canonical_trace(p, SCANNED)
         assert score(reasoned, p).total == 6
-        assert split_slots(reasoned).values == split_slots(canonical_trace(p, "rule", 0)).values
+        assert split_slots(reasoned).values == split_slots(canonical_trace(p, PLAIN)).values
         if rule is None:
             assert scan is None
             continue
@@ -203,10 +206,10 @@ def test_scans_read_back_are_checked_against_the_graph(tmp_path):
     policy-report sums them per pool."""
     from calver.data_gen.rationales import LookupCheck, check_lookups
 
-    probs = [p for p in _problems("separation_set", n=40) if "Scan for" in canonical_trace(p, "rule", 0, "scan")]
+    probs = [p for p in _problems("separation_set", n=40) if "Scan for" in canonical_trace(p, SCANNED)]
     total = LookupCheck()
     for p in probs:
-        total += check_lookups(canonical_trace(p, "rule", 0, "scan"), p.graph)
+        total += check_lookups(canonical_trace(p, SCANNED), p.graph)
     assert total.scans == total.complete == total.lookups == total.exact >= 4
     assert total.scanned == total.scanned_in_graph == total.marks_right > total.not_the_node_s > 0
     from calver.verifier.graph import CausalGraph, GraphClass
@@ -221,7 +224,7 @@ def test_scans_read_back_are_checked_against_the_graph(tmp_path):
     from calver.evaluation.policy_report import rationale_lookups
     from calver.evaluation.units import load_units
 
-    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, "rule", 0, "scan")]) for p in probs[:3]],
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, SCANNED)]) for p in probs[:3]],
                       raw_texts=True)
     got = rationale_lookups(load_units(pool.root))
     assert got["scans"] >= 3 and got["scans_complete"] == got["marks_right"] == got["scanned_in_graph"] == 1.0

@@ -13,6 +13,7 @@ from fixtures import edges_as_read, random_dag
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_trace, generate
 from calver.data_gen.prompts import render_order
+from calver.data_gen.trace_style import TraceStyle
 from calver.verifier import Problem, get_family, score
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
@@ -84,13 +85,13 @@ def test_the_graph_line_copies_the_graph_as_the_prompt_lists_it(shuffle):
     regrouped = 0
     for task in ("backdoor_set", "blocking_set", "cycle_witness"):
         for p in generate(task, 15, cfg):
-            trace = canonical_trace(p, "rule", 0, rationale="scan")
+            trace = canonical_trace(p, TraceStyle("rule", 0, rationale="scan"))
             read = _as_read(p)
             want = read or render_order(p)
             assert trace.split("\n", 1)[0] == "GRAPH: " + render_graph(p.graph, "arrows", want)
             assert score(trace, p).total == 6
             # a JSON round trip (problems.jsonl, `calver contamination --clean_out`) writes the same row
-            assert canonical_trace(Problem.from_dict(p.to_dict()), "rule", 0, rationale="scan") == trace
+            assert canonical_trace(Problem.from_dict(p.to_dict()), TraceStyle("rule", 0, rationale="scan")) == trace
             if read is not None:
                 regrouped += list(read.directed) != list((render_order(p) or RenderOrder(
                     p.graph.nodes, tuple(sorted(p.graph.directed)))).directed)
@@ -107,7 +108,7 @@ def test_shuffled_prompts_and_traces_that_follow_them():
         order = render_order(b)
         assert order is not None and order.check(b.graph) == order
         unsorted += list(order.directed) != sorted(b.graph.directed)
-        trace = canonical_trace(b, "rule", 0, rationale="rule")
+        trace = canonical_trace(b, TraceStyle("rule", 0, rationale="rule"))
         graph_line = trace.split("\n", 1)[0]
         assert graph_line == "GRAPH: " + render_graph(b.graph, "arrows", _as_read(b) or order)
         assert score(trace, b).total == 6
@@ -118,7 +119,7 @@ def test_shuffled_prompts_and_traces_that_follow_them():
             assert mine == [e for e in listed if e in mine]  # the rationale reads them in GRAPH order
         # the order survives the JSON round trip, and the rows it writes with it
         back = Problem.from_dict(b.to_dict())
-        assert render_order(back) == order and canonical_trace(back, "rule", 0, rationale="rule") == trace
+        assert render_order(back) == order and canonical_trace(back, TraceStyle("rule", 0, rationale="rule")) == trace
         # a prompt rendered again in another encoding keeps the order
         from calver.data_gen.prompts import user_text
 
@@ -185,19 +186,19 @@ def test_a_verbatim_graph_slot_copies_a_matrix_or_parents_map_as_the_prompt_show
                     encoding=("json_parents", "matrix", "arrows", "clear", "prose"))
     verbatim = 0
     for p in generate(task, 24, cfg):
-        arrows = canonical_trace(p, "rule", 0)
-        trace = canonical_trace(p, "rule", 0, graph_slot="verbatim")
+        arrows = canonical_trace(p, TraceStyle("rule", 0))
+        trace = canonical_trace(p, TraceStyle("rule", 0, graph_slot="verbatim"))
         if p.meta["encoding"] in ("json_parents", "matrix"):
             assert trace == f"GRAPH: {_block(p)}\nQUERY: " + arrows.split("\nQUERY: ", 1)[1]
             verbatim += 1
         else:
             assert trace == arrows
         assert score(trace, p).total == 6
-        assert canonical_trace(p, "rule", 0, rationale="rule", graph_slot="verbatim").endswith(
+        assert canonical_trace(p, TraceStyle("rule", 0, rationale="rule", graph_slot="verbatim")).endswith(
             trace.split("\nSTRATEGY: ", 1)[1])
     assert verbatim >= 4
     with pytest.raises(ValueError, match="graph_slot"):
-        canonical_trace(p, graph_slot="json")
+        TraceStyle(graph_slot="json")
 
 
 def test_gen_graph_slot_verbatim_rows_manifest_and_clean_copy(tmp_path):

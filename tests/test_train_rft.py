@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from calver.data_gen.generators import GenConfig, canonical_trace, generate
+from calver.data_gen.trace_style import TraceStyle
 from calver.evaluation.audits import replace_slot
 from calver.train.rft import keep_verified
 from calver.verifier import get_family, score
@@ -55,11 +56,11 @@ def test_keep_verified_drops_six_of_six_traces_with_a_wrong_rationale_lookup():
     from calver.train.rft import lookups_right
 
     probs = [p for p in generate("backdoor_set", 12, GenConfig(seed=4, n_nodes=(5, 8)))
-             if "Edges into" in canonical_trace(p, "rule", 0, "scan")][:4]
+             if "Edges into" in canonical_trace(p, TraceStyle("rule", 0, "scan"))][:4]
     assert probs
     texts, rights = [], []
     for p in probs:
-        right = canonical_trace(p, "rule", 0, "scan")
+        right = canonical_trace(p, TraceStyle("rule", 0, "scan"))
         bad_mark = re.sub(r" yes([,.])", r" no\1", right, count=1)
         bad_list = re.sub(r"(Edges into [^:]+: )[^.]*\.", r"\1none.", right)
         assert score(bad_mark, p).total == score(bad_list, p).total == 6
@@ -70,7 +71,7 @@ def test_keep_verified_drops_six_of_six_traces_with_a_wrong_rationale_lookup():
     assert [t for _, t in kept] == rights and stats["wrong_lookups"] == 2 * len(probs)
     unchecked, stats = keep_verified(probs, texts, max_answers=4, check_lookups=False)
     assert [t for _, t in unchecked] == [ts[0] for ts in texts] and stats["wrong_lookups"] == 0
-    plain = [[canonical_trace(p, "rule", 0)] for p in probs]
+    plain = [[canonical_trace(p, TraceStyle("rule", 0))] for p in probs]
     assert len(keep_verified(probs, plain, max_answers=4)[0]) == len(probs)
 
 

@@ -178,10 +178,11 @@ def run(cfg: ContaminationConfig) -> ContaminationReport:
 
 def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path, out: Path) -> int:
     """Export ``train`` without the problems ``rep`` matched (a `calver gen` dataset: problems, SFT and GRPO
-    rows, manifest); the source folder's manifest gives the generator config, the system prompt and the SFT
-    traces' answers, witness cap and rationales, so the clean rows are the source's rows less the dropped ones."""
+    rows, manifest); the source folder's manifest gives the generator config and the rows' trace style
+    (:meth:`TraceStyle.from_manifest`), so the clean rows are the source's rows less the dropped ones."""
     from calver.data_gen.drills import drill_config_from_dict, drills
     from calver.data_gen.export import export_dataset
+    from calver.data_gen.trace_style import TraceStyle
 
     manifest = source / "manifest.json"
     meta = json.loads(manifest.read_text()) if manifest.is_file() else {}
@@ -189,10 +190,8 @@ def write_clean(train: Sequence[Problem], rep: ContaminationReport, source: Path
     kept = [p for p in train if p.id not in bad]
     drill_cfg = drill_config_from_dict(meta["drill_config"]) if meta.get("drill_config") else None
     kept_drills = [d for d in drills(drill_cfg) if d.id not in bad] if drill_cfg is not None else []
-    export_dataset(kept, out, meta.get("config"), system=meta.get("system_prompt") or "contract",
-                   answers=meta.get("sft_answers") or "random", witnesses=meta.get("sft_witnesses"),
-                   rationale=meta.get("sft_rationale", "none"), graph_slot=meta.get("sft_graph_slot", "arrows"),
-                   drills=kept_drills, drill_cfg=drill_cfg,
+    export_dataset(kept, out, meta.get("config"), style=TraceStyle.from_manifest(meta), drills=kept_drills,
+                   drill_cfg=drill_cfg,
                    extra_card={"contamination": {"dropped": sorted(bad), "source": str(source)}})
     return len(kept)
 

@@ -5,7 +5,7 @@ Main entry points (imported lazily, so ``import calver.data_gen`` stays cheap):
 - ``GenConfig`` (``gen_config``): validated generator configuration (YAML via ``load_config``).
 - ``generate(task, n, cfg)`` / ``generate_item(task, idx, cfg)`` / ``GENERATORS`` /
   ``available_tasks()`` (``generators``): index-addressable, seeded problem generators.
-- ``canonical_trace(problem)``: a six-slot trace scoring 6 for a random valid answer.
+- ``canonical_trace(problem, style)``: a six-slot trace scoring 6, written in a ``TraceStyle`` (``trace_style``).
 - ``render_prompt(problem)`` (``prompts``): THE chat-prompt renderer (system = contract instructions).
 - ``export_dataset(problems, out_dir, cfg)`` / ``to_sft_rows`` / ``to_grpo_rows`` (``export``).
 """
@@ -25,6 +25,7 @@ _EXPORTS = {
     "generate": "calver.data_gen.generators",
     "generate_item": "calver.data_gen.generators",
     "render_prompt": "calver.data_gen.prompts",
+    "TraceStyle": "calver.data_gen.trace_style",
     "export_dataset": "calver.data_gen.export",
     "to_sft_rows": "calver.data_gen.export",
     "to_grpo_rows": "calver.data_gen.export",

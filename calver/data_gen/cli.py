@@ -110,9 +110,8 @@ def run_gen(args: argparse.Namespace) -> int:
 
     drill_cfg = rc.drill_config()
     try:
-        manifest = export_dataset(problems, rc.out, rc.gen, system=rc.system, answers=rc.answers,
-                                  witnesses=rc.trace_witnesses, rationale=rc.rationale, graph_slot=rc.graph_slot,
-                                  drills=drills(drill_cfg), drill_cfg=drill_cfg,
+        manifest = export_dataset(problems, rc.out, rc.gen, style=rc.trace_style(), drills=drills(drill_cfg),
+                                  drill_cfg=drill_cfg,
                                   extra_card={"level": rc.level, "level_admission": level_stats,
                                               "tasks_requested": list(rc.tasks), "n_per_task": rc.n})
     except OSError as e:  # a folder we may not write, a full disk, a path component that is a file

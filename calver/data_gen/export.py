@@ -31,6 +31,7 @@ import calver
 from calver.data_gen.drills import Drill, DrillConfig, drill_graph_record
 from calver.data_gen.generators import canonical_trace
 from calver.data_gen.prompts import render_prompt
+from calver.data_gen.trace_style import TraceStyle
 from calver.verifier.contract import CONTRACT_VERSION
 from calver.verifier.problem import Problem
 
@@ -58,18 +59,14 @@ def problem_json(problem: Problem) -> str:
     return _dumps(problem.to_dict())
 
 
-def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None, answers: str = "random",
-                witnesses: int | None = None, system: str = "contract",
-                rationale: str = "none", graph_slot: str = "arrows") -> list[dict[str, Any]]:
-    """SFT rows; ``answers`` picks the canonical traces' answers (see ``canonical_answer``),
-    ``witnesses`` caps their DERIVATION's witness paths, ``system`` picks the system message
-    (:func:`calver.data_gen.prompts.system_prompt`: ``contract`` or ``compact``), ``rationale`` (``rule``
-    / ``scan``; ``none``: off) writes the rule each answer follows before STRATEGY, ``graph_slot`` how the
-    traces write the graph (:data:`~calver.data_gen.prompts.GRAPH_SLOTS`)."""
+def to_sft_rows(problems: Iterable[Problem], encoding: str | None = None,
+                style: TraceStyle = TraceStyle()) -> list[dict[str, Any]]:
+    """SFT rows: each problem's prompt (``encoding``: override its graph's encoding) with the system message
+    and a canonical trace written in ``style`` (:class:`~calver.data_gen.trace_style.TraceStyle`)."""
     rows = []
     for p in problems:
-        trace = canonical_trace(p, answers, witnesses, rationale, graph_slot=graph_slot)
-        messages = render_prompt(p, encoding, system) + [{"role": "assistant", "content": trace}]
+        trace = canonical_trace(p, style)
+        messages = render_prompt(p, encoding, style.system) + [{"role": "assistant", "content": trace}]
         rows.append({"id": p.id, "task": p.task, "source_id": p.source_id, "messages": messages})
     return rows
 
@@ -119,11 +116,11 @@ def _require_datasets():
 
 def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = None, *,
                    encoding: str | None = None, extra_card: dict[str, Any] | None = None,
-                   answers: str = "random", witnesses: int | None = None, system: str = "contract",
-                   rationale: str = "none", graph_slot: str = "arrows", drills: Sequence[Drill] = (),
+                   style: TraceStyle = TraceStyle(), drills: Sequence[Drill] = (),
                    drill_cfg: DrillConfig | None = None) -> dict[str, Any]:
-    """Write the dataset (see the module docstring); returns the manifest. ``drills`` (drawn by ``drill_cfg``):
-    lookup-drill rows appended to the SFT rows, their graphs in ``drills.jsonl``."""
+    """Write the dataset (see the module docstring); returns the manifest. ``style``: how the SFT rows are
+    written (recorded in the manifest); ``drills`` (drawn by ``drill_cfg``): lookup-drill rows appended to the
+    SFT rows, their graphs in ``drills.jsonl``."""
     datasets = _require_datasets()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -136,9 +133,9 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         raise ValueError(f"export_dataset: duplicate problem id {dup!r}")
 
     content_hash = _write_jsonl(out / "problems.jsonl", [p.to_dict() for p in problems])
-    sft = to_sft_rows(problems, encoding, answers, witnesses, system, rationale, graph_slot)
+    sft = to_sft_rows(problems, encoding, style)
     sft += [{**d.row(), "source_id": d.id} for d in drills]
-    grpo = to_grpo_rows(problems, encoding, system)
+    grpo = to_grpo_rows(problems, encoding, style.system)
     hashes = {"problems.jsonl": content_hash, "sft.jsonl": _write_jsonl(out / "sft.jsonl", sft),
               "grpo.jsonl": _write_jsonl(out / "grpo.jsonl", grpo)}
     if drills:
@@ -167,11 +164,7 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
         "seed": cfg_dict.get("seed") if cfg_dict else None,
         "config": cfg_dict,
         "encoding_override": encoding,
-        "sft_answers": answers,
-        "sft_witnesses": witnesses,
-        "sft_rationale": rationale,
-        "sft_graph_slot": graph_slot,
-        "system_prompt": system,
+        **style.manifest(),
         "n_rows": len(problems),
         "n_drills": len(drills),
         "drill_config": asdict(drill_cfg) if drills and drill_cfg is not None else None,

@@ -18,15 +18,13 @@ from typing import Any, Sequence
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.drills import DrillConfig, drill_config
 from calver.data_gen.names import NAMINGS
-from calver.data_gen.prompts import GRAPH_SLOTS, SYSTEMS
-from calver.data_gen.rationales import STYLES as RATIONALE_STYLES
+from calver.data_gen.prompts import GRAPH_SLOTS, SYSTEMS, VERBATIM_ENCODINGS
 from calver.data_gen.text_levels import LEVELS as TEXT_LEVELS
+from calver.data_gen.trace_style import ANSWER_CHOICES, RATIONALES, TraceStyle
 from calver.verifier.parsers import RENDER_FORMATS
 
 GRAPH_CLASSES = ("DAG", "ADMG", "directed")
 ENCODINGS = RENDER_FORMATS  # every encoding the verifier renders (and reads back)
-RATIONALES = ("none",) + RATIONALE_STYLES
-ANSWER_CHOICES = ("random", "rule")  # a canonical trace's answer: a validity-class draw, or the rule's
 LEVELS = tuple(f"L{i}" for i in TEXT_LEVELS)  # the graph-from-text levels, as configs spell them
 MAX_NODES = 26
 MAX_N = 1_000_000
@@ -197,6 +195,9 @@ class RunConfig:
                             "encodings; their graphs are in drills.jsonl for `calver contamination`")
     drill_kinds: list[str] = cfg_field(help="the drills' kinds, one drawn per drill: into | out of (lookups) | "
                                        "transcribe", default_factory=lambda: ["into", "out of"])
+    drill_encodings: list[str] | None = cfg_field(None, help="encodings the transcription drills copy from (null: "
+                                                  "the run's encodings; under graph_slot verbatim less json_parents "
+                                                  "and matrix, which the traces copy as shown, not as arrows)")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -221,6 +222,13 @@ class RunConfig:
         if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
             raise ConfigError(f"field 'drill_kinds' must be a list of drill kinds, got {kinds!r}")
         self.drill_kinds = list(kinds)
+        encs = self.drill_encodings
+        if encs is not None:
+            encs = [encs] if isinstance(encs, str) else encs
+            if not isinstance(encs, list) or not encs or set(encs) - set(ENCODINGS):
+                raise ConfigError(f"field 'drill_encodings' must be null or a non-empty list of {ENCODINGS}, "
+                                  f"got {self.drill_encodings!r}")
+            self.drill_encodings = list(encs)
         try:
             self.drill_config()
         except ValueError as e:
@@ -231,16 +239,20 @@ class RunConfig:
             raise ConfigError(f"field 'graph_slot' must be one of {GRAPH_SLOTS}, got {self.graph_slot!r}")
 
     def drill_config(self) -> DrillConfig:
-        """The run's drills: its seed, node range, namings and encodings, of ``drill_kinds``."""
+        """The run's drills: its seed, node range, namings and encodings, of ``drill_kinds``. A verbatim GRAPH
+        slot copies a matrix or parents map as shown, so by default no transcription drill turns one into an
+        arrow list (the arrow list stands in where the run has no other encoding)."""
+        encodings = self.drill_encodings
+        if encodings is None:
+            verbatim = VERBATIM_ENCODINGS if self.graph_slot == "verbatim" else ()
+            encodings = [e for e in self.gen.encoding if e not in verbatim] or ["arrows"]
         return drill_config(self.drills, self.gen.seed, self.gen.n_nodes, self.gen.naming, self.drill_kinds,
-                            self.gen.encoding)
+                            encodings)
 
-    @property
-    def trace_witnesses(self) -> int | None:
-        """The witness cap the rows use: ``witnesses``, or 0 under the compact system."""
-        if self.witnesses is not None:
-            return self.witnesses
-        return 0 if self.system == "compact" else None
+    def trace_style(self) -> TraceStyle:
+        """How the run's SFT rows are written; the witness cap is ``witnesses``, or 0 under the compact system."""
+        witnesses = self.witnesses if self.witnesses is not None else (0 if self.system == "compact" else None)
+        return TraceStyle(self.answers, witnesses, self.rationale, self.graph_slot, self.system)
 
 
 def check_task_limits(cfg: GenConfig, tasks: Sequence[str]) -> None:

@@ -9,7 +9,7 @@ instructions for the problem's task, user = the problem text (graph in its encod
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphClass, GraphError
@@ -82,9 +82,17 @@ def render_order(problem: Problem) -> RenderOrder | None:
                        tuple((a, b) for a, b in o.get("bidirected", ())))
 
 
-def _shown_graph(problem: Problem) -> tuple[str, RenderOrder | None, str] | None:
-    """``(encoding, order, text)`` of ``problem``'s graph as its prompt shows it, where the prompt holds the graph
-    rendered in ``meta["encoding"]``; else None."""
+class ShownGraph(NamedTuple):
+    """A problem's graph as its prompt shows it: the encoding, the order it lists nodes and edges in, the text."""
+
+    encoding: str
+    order: RenderOrder | None
+    text: str
+
+
+def _shown_graph(problem: Problem) -> ShownGraph | None:
+    """``problem``'s graph as its prompt shows it, where the prompt holds the graph rendered in
+    ``meta["encoding"]``; else None."""
     order = render_order(problem)
     enc = problem.meta.get("encoding") if isinstance(problem.meta, dict) else None
     g = problem.graph
@@ -94,7 +102,7 @@ def _shown_graph(problem: Problem) -> tuple[str, RenderOrder | None, str] | None
         shown = render_graph(g, enc, order)
     except GraphError:  # a graph this encoding cannot render is not what the prompt shows
         return None
-    return (enc, order, shown) if shown in (problem.text or "") else None
+    return ShownGraph(enc, order, shown) if shown in (problem.text or "") else None
 
 
 def graph_line_order(problem: Problem) -> RenderOrder | None:
@@ -104,14 +112,14 @@ def graph_line_order(problem: Problem) -> RenderOrder | None:
     shown = _shown_graph(problem)
     if shown is None:
         return render_order(problem)
-    return reading_order(problem.graph, shown[0], shown[1])
+    return reading_order(problem.graph, shown.encoding, shown.order)
 
 
 def verbatim_graph(problem: Problem) -> str | None:
     """The graph text a ``verbatim`` GRAPH slot copies: the prompt's matrix or JSON parents map as shown
     (:data:`VERBATIM_ENCODINGS`), or None where the prompt shows another encoding (the slot stays an arrow list)."""
     shown = _shown_graph(problem)
-    return shown[2] if shown is not None and shown[0] in VERBATIM_ENCODINGS else None
+    return shown.text if shown is not None and shown.encoding in VERBATIM_ENCODINGS else None
 
 
 def prompt_encoding(problem: Problem) -> str | None:

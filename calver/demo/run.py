@@ -78,6 +78,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     from rich.console import Console
 
     from calver.data_gen.export import export_dataset
+    from calver.data_gen.trace_style import TraceStyle
     from calver.demo.report import build_report, markdown, print_headline, summary_json
 
     console = Console(stderr=True)
@@ -97,7 +98,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
 
     st.start("problems and SFT traces")
     gen, train, held_out = stages.make_problems(cfg)
-    export_dataset(train, run / "data" / "train", gen, answers=cfg.sft_answers, witnesses=cfg.sft_witnesses)
+    export_dataset(train, run / "data" / "train", gen, style=TraceStyle(cfg.sft_answers, cfg.sft_witnesses))
     export_dataset(held_out, run / "data" / "eval", gen)
     step = max(1, len(train) // cfg.prm_problems)
     prm_problems = stages.write_problems(train[::step][:cfg.prm_problems], run / "data" / "prm_problems.jsonl")

@@ -239,8 +239,9 @@ def problem_json(problem) -> str:
 def sft_rows(problems: Iterable, system: str = "contract") -> list[dict[str, Any]]:
     """data_gen export's SFT rows: ``messages`` = [system, user, assistant = canonical trace] (+ id, task)."""
     from calver.data_gen.export import to_sft_rows
+    from calver.data_gen.trace_style import TraceStyle
 
-    return to_sft_rows(list(problems), system=system)
+    return to_sft_rows(list(problems), style=TraceStyle(system=system))
 
 
 def prompt_rows(problems: Iterable, system: str = "contract") -> list[dict[str, Any]]:

@@ -444,9 +444,11 @@ class TaskFamily:
         return format_kv(pairs)
 
     def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None,
-                        order: RenderOrder | None = None) -> str:
+                        order: RenderOrder | None = None, graph_text: str | None = None) -> str:
         """A six-slot trace for answer ``obj`` (default: :meth:`default_object`) that scores 6 when
         ``obj`` is valid. ``witnesses``: list at most that many witness paths in DERIVATION (families
         that list none ignore it; None: the family's own number). ``order``: the GRAPH slot lists the graph's
-        nodes and edges in that order, as the prompt did (default: node order, sorted edges)."""
+        nodes and edges in that order, as the prompt did (default: node order, sorted edges). ``graph_text``:
+        the GRAPH slot writes this text of ``problem.graph`` instead (a matrix or parents map copied from the
+        prompt); a family whose GRAPH slot holds no graph (K&K's formulas) ignores it."""
         raise NotImplementedError(f"{self.name} writes no canonical trace")

@@ -8,8 +8,8 @@ enumerates the family's validity class; it retries deterministically (within the
 ``cfg.min_valid`` members). Every problem carries its validity class in ``meta`` (a label: the
 infer firewall strips ``meta`` before selection).
 
-``canonical_trace(problem)`` writes a six-slot trace for a valid answer drawn at random (seeded by
-the problem id) from the class, so SFT data does not teach one canonical answer.
+``canonical_trace(problem, style)`` writes a six-slot trace for a valid answer: by default drawn at random
+(seeded by the problem id) from the class, so SFT data does not teach one canonical answer.
 
 A family module registers its generator with :func:`register_generator` (a :class:`FamilySpec` for
 the generic graph loop above, or its own item function); :data:`GENERATORS` is the one table.
@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import calver
 from calver.data_gen import graphs as G
-from calver.data_gen.gen_config import ANSWER_CHOICES, ConfigError, GenConfig
+from calver.data_gen.gen_config import ConfigError, GenConfig
 from calver.data_gen.generators.families import (
     QUERIES_PER_GRAPH,
     SPECS,
@@ -32,7 +32,8 @@ from calver.data_gen.generators.families import (
     task_variants,
 )
 from calver.data_gen.names import node_names
-from calver.data_gen.prompts import GRAPH_SLOTS, graph_line_order, problem_text, prompt_encoding, verbatim_graph
+from calver.data_gen.prompts import graph_line_order, problem_text, prompt_encoding, verbatim_graph
+from calver.data_gen.trace_style import ANSWER_CHOICES, TraceStyle
 from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.problem import Problem
@@ -345,23 +346,16 @@ def canonical_answer(problem: Problem, answers: str = "random") -> Any:
     return random.Random(f"calver-trace/{problem.id}").choice(objs)
 
 
-def canonical_trace(problem: Problem, answers: str = "random", witnesses: int | None = None,
-                    rationale: str = "none", *, graph_slot: str = "arrows") -> str:
-    """A six-slot trace that scores 6 by construction, for a valid answer (see :func:`canonical_answer`);
-    ``witnesses`` caps the witness paths its DERIVATION lists (None: the family's number); ``rationale``
-    (``rule`` / ``scan``; ``none``: off) writes the rule the answer follows before STRATEGY
-    (:mod:`calver.data_gen.rationales`); ``graph_slot`` (:data:`~calver.data_gen.prompts.GRAPH_SLOTS`):
-    ``verbatim`` copies a prompt's matrix or parents map into the GRAPH slot as shown."""
+def canonical_trace(problem: Problem, style: TraceStyle = TraceStyle()) -> str:
+    """A six-slot trace that scores 6 by construction, for a valid answer, written in ``style``
+    (:class:`~calver.data_gen.trace_style.TraceStyle`: its answers, witness cap, rationale and GRAPH slot)."""
     from calver.data_gen.rationales import rule_rationale, with_rationale
 
-    if graph_slot not in GRAPH_SLOTS:
-        raise ValueError(f"canonical_trace: graph_slot must be one of {GRAPH_SLOTS}, got {graph_slot!r}")
-    obj = canonical_answer(problem, answers)
+    obj = canonical_answer(problem, style.answers)
     # the GRAPH slot copies the graph as the prompt lists it (a matrix row by row; None: sorted, as always)
-    order = graph_line_order(problem)
-    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=witnesses, order=order)
-    shown = verbatim_graph(problem) if graph_slot == "verbatim" else None
-    head = f"GRAPH: {problem.graph.to_text(order)}\n" if shown is not None and problem.graph is not None else ""
-    if head and trace.startswith(head):  # a family whose GRAPH slot is another graph (ATE's SCM) keeps its own
-        trace = f"GRAPH: {shown}\n{trace[len(head):]}"
-    return trace if rationale == "none" else with_rationale(trace, rule_rationale(problem, obj, rationale))
+    shown = verbatim_graph(problem) if style.graph_slot == "verbatim" else None
+    trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=style.witnesses,
+                                                     order=graph_line_order(problem), graph_text=shown)
+    if style.rationale == "none":
+        return trace
+    return with_rationale(trace, rule_rationale(problem, obj, style.rationale))

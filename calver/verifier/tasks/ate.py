@@ -406,10 +406,10 @@ class AteThreshold(TaskFamily):
         return frozenset(g.parents(x))
 
     def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None,
-                        order: RenderOrder | None = None) -> str:
+                        order: RenderOrder | None = None, graph_text: str | None = None) -> str:
         """A trace adjusting for ``obj`` when it is a set (default: :meth:`default_adjustment`);
         a bool ``obj`` is written as the ANSWER verbatim (it scores 6 iff it is the exact decision);
-        otherwise the ANSWER is the exact decision."""
+        otherwise the ANSWER is the exact decision. ``graph_text``: a text of ``problem.graph`` for the GRAPH slot."""
         q = self.normalize_query(problem)
         z = frozenset(obj) if isinstance(obj, (set, frozenset, list, tuple)) else self.default_adjustment(problem)
         x, y = q["treatment"], q["outcome"]
@@ -419,7 +419,7 @@ class AteThreshold(TaskFamily):
         pairs = {"task": self.name, "treatment": format_value("node", x), "outcome": format_value("node", y),
                  "threshold": f"{q['threshold']:g}", "graph": "DAG"}
         return assemble_trace({
-            "GRAPH": self.source_graph(problem).to_text(order),
+            "GRAPH": self.source_graph(problem).to_text(order) if graph_text is None else graph_text,
             "QUERY": format_kv(pairs),
             "STRATEGY": format_set(z),
             "DERIVATION": f"{self.operation}(treatment={pairs['treatment']}, outcome={pairs['outcome']}, "

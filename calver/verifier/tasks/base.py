@@ -373,7 +373,7 @@ class NodeSetFamily(TaskFamily):
         return f"{self.operation}({format_kv(args, ', ')})"
 
     def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None,
-                        order: RenderOrder | None = None) -> str:
+                        order: RenderOrder | None = None, graph_text: str | None = None) -> str:
         from calver.verifier.contract import assemble_trace
 
         g = problem.graph
@@ -382,7 +382,7 @@ class NodeSetFamily(TaskFamily):
         valid = self.predicate(g, query, obj).ok
         return assemble_trace(
             {
-                "GRAPH": g.to_text(order),
+                "GRAPH": g.to_text(order) if graph_text is None else graph_text,
                 "QUERY": self.query_slot(problem, query),
                 "STRATEGY": self.format_object(obj),
                 "DERIVATION": self.derivation_slot(g, query, obj, witnesses),

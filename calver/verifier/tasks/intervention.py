@@ -175,7 +175,7 @@ class InterventionReachability(TaskFamily):
         return obj == self.truth(problem.graph, self.normalize_query(problem))
 
     def canonical_trace(self, problem, obj: Any = None, *, witnesses: int | None = None,
-                        order: RenderOrder | None = None) -> str:
+                        order: RenderOrder | None = None, graph_text: str | None = None) -> str:
         """A trace answering ``obj`` (default: the correct decision) with a witness path when yes."""
         from calver.verifier.primitives import find_directed_path
 
@@ -189,7 +189,7 @@ class InterventionReachability(TaskFamily):
                  "target": format_value("node", q["target"]),
                  "graph": problem.graph_class.value}
         return assemble_trace({
-            "GRAPH": g.to_text(order),
+            "GRAPH": g.to_text(order) if graph_text is None else graph_text,
             "QUERY": format_kv(pairs),
             "STRATEGY": self.format_object(path),
             "DERIVATION": f"{self.operation}(do={format_set(q['do'])}, source={pairs['source']}, "

@@ -478,9 +478,9 @@ class KnightsKnaves(TaskFamily):
 
     # ---- rendering ----------------------------------------------------------------------------------------
     def canonical_trace(self, problem: Problem, obj: Any = None, *, witnesses: int | None = None,
-                        order: RenderOrder | None = None) -> str:
+                        order: RenderOrder | None = None, graph_text: str | None = None) -> str:
         """A trace with the problem's constraints proposing ``obj`` (default: the solution); no graph, so
-        ``order`` is not read."""
+        ``order`` and ``graph_text`` are not read."""
         info = self._grounded_info(problem, "a canonical trace")
         people, cons, tt = info["people"], info["constraints"], info["tt"]
         assignment = self.solution(problem) if obj is None else self.object_for(problem, obj)
