@@ -13,7 +13,7 @@ from fixtures import build_pool, small_config
 
 from calver.data_gen.generators import generate
 from calver.evaluation.baselines import heuristic_answer
-from calver.evaluation.policy_report import PolicyReportConfig, report_pool, rule_agreement
+from calver.evaluation.policy_report import PolicyReportConfig, markdown, report_pool, rule_agreement
 from calver.evaluation.units import load_units
 from calver.verifier import get_family, grade
 
@@ -80,6 +80,27 @@ def test_per_task_rows_tell_the_learned_family_from_the_guessed_ones(tmp_path):
         assert per[task]["valid_rate"]["estimate"] == pytest.approx(want)
         assert per[task]["random_subset"]["estimate"] == pytest.approx(want)
         assert per[task]["graph"]["estimate"] == 1.0  # build_pool writes the true graph
+
+
+def test_per_encoding_rows_tell_the_encodings_apart(tmp_path):
+    """A policy that applies the rule where the prompt shows a JSON parents map and answers the empty set
+    elsewhere: each encoding's row is a hand count over the problems whose prompt shows it."""
+    cfg = small_config(23, n_nodes=(5, 7), variants=("any",), encoding=("arrows", "json_parents", "matrix", "clear"))
+    problems = [p for t in ("backdoor_set", "separation_set") for p in generate(t, 12, cfg)]
+    fam = lambda p: get_family(p.task)  # noqa: E731
+    answer = {p.id: fam(p).rule_object(p) if p.meta["encoding"] == "json_parents" else fam(p).coerce_object(())
+              for p in problems}
+    units = load_units(build_pool(str(tmp_path / "enc"), [(p, 0, [answer[p.id]] * 2) for p in problems]).root)
+    rep = report_pool(units, shuffles=1, draws=200, seed=0)
+    per = rep["per_encoding"]
+    assert sorted(per) == sorted({p.meta["encoding"] for p in problems})
+    for enc, row in per.items():
+        mine = [p for p in problems if p.meta["encoding"] == enc]
+        assert row["n_units"] == len(mine)
+        assert row["valid_rate"]["estimate"] == pytest.approx(np.mean([grade(p, answer[p.id]) for p in mine]))
+    assert per["json_parents"]["valid_rate"]["estimate"] == 1.0
+    assert per["json_parents"]["rule_agreement"]["estimate"] == 1.0
+    assert "| encoding |" in markdown({"p": rep}, {}) and "| p | json_parents |" in markdown({"p": rep}, {})
 
 
 def test_cli_writes_the_report_and_compares_stages(tmp_path):

@@ -6,6 +6,8 @@ For each pool (``--pool name=DIR``) it puts side by side, each with a problem-cl
 - the answer-free heuristics on the same problems (random subset of the candidate nodes, all candidates, the
   empty set, the family rule: :mod:`calver.evaluation.baselines`) and the policy's valid-answer rate minus
   each, paired by problem;
+- per task family and per prompt graph encoding (:func:`per_group`): GRAPH, 6/6, valid answers and rule
+  agreement, beside the family rule's and a random subset's valid answers;
 - rule agreement: the share of candidates whose answer equals the family's rule answer (the first rule
   proposal valid on the problem's source), over problems whose family has a rule;
 - the shuffled-problem control (:func:`shuffled_control`): candidates graded against another problem of
@@ -21,7 +23,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -83,14 +85,27 @@ def versus_baselines(graded: HeuristicGrades, *, draws: int, seed: int) -> dict[
     return out
 
 
-def per_task(graded: HeuristicGrades, *, draws: int, seed: int) -> dict[str, dict[str, Any]]:
-    """Per task family: the GRAPH bit, 6/6, valid answers and rule agreement, beside the family rule's and a
-    random subset's valid-answer rates on the same problems (which family a policy learned, which it did not)."""
-    by_task: dict[str, HeuristicGrades] = {}
+def task_of(u: UnitFacts) -> str:
+    return u.grading_problem.task
+
+
+def encoding_of(u: UnitFacts) -> str:
+    """The graph encoding the unit's prompt shows (:func:`calver.data_gen.prompts.prompt_encoding`)."""
+    from calver.data_gen.prompts import prompt_encoding
+
+    return prompt_encoding(u.grading_problem) or "unknown"
+
+
+def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws: int,
+              seed: int) -> dict[str, dict[str, Any]]:
+    """Per group of units (``key``: :func:`task_of`, the family; :func:`encoding_of`, the prompt's graph
+    encoding): the GRAPH bit, 6/6, valid answers and rule agreement, beside the family rule's and a random
+    subset's valid-answer rates on the same problems (which family or encoding a policy learned, which not)."""
+    groups: dict[str, HeuristicGrades] = {}
     for u, valid in graded:
-        by_task.setdefault(u.grading_problem.task, []).append((u, valid))
+        groups.setdefault(key(u), []).append((u, valid))
     out: dict[str, dict[str, Any]] = {}
-    for task, rows in sorted(by_task.items()):
+    for task, rows in sorted(groups.items()):
         us = [u for u, _ in rows]
         stats = policy_stats(us, draws=draws, seed=seed)
         agree, cl = rule_agreement(us)
@@ -137,7 +152,8 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
         "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
         "shuffled": shuffled_control(units, shuffles=shuffles, seed=seed, draws=draws),
         "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
-        "per_task": per_task(graded, draws=draws, seed=seed),
+        "per_task": per_group(graded, task_of, draws=draws, seed=seed),
+        "per_encoding": per_group(graded, encoding_of, draws=draws, seed=seed),
         "rationale_lookups": rationale_lookups(units),
     }
 
@@ -156,14 +172,16 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
     for name, r in reports.items():
         rates = r["stats"]["bit_pass_rates"]
         lines.append(f"| {name} | " + " | ".join(f"{100 * rates[s]:.1f}" for s in SLOTS) + " |")
-    lines += ["", "Per task family (%; the family rule's and a random subset's valid answers on the same problems):",
-              "", "| policy | task | problems | GRAPH | 6/6 | valid answers | rule agreement | family rule | "
-              "random subset |", "|---|---|---:|---|---|---|---|---|---|"]
-    for name, r in reports.items():
-        for task, t in r["per_task"].items():
-            lines.append(f"| {name} | {task} | {t['n_units']} | {ci_text(t['graph'])} | {ci_text(t['six_rate'])} | "
-                         f"{ci_text(t['valid_rate'])} | {ci_text(t['rule_agreement'])} | {ci_text(t['family_rule'])} | "
-                         f"{ci_text(t['random_subset'])} |")
+    for field, what, col in (("per_task", "task family", "task"),
+                             ("per_encoding", "prompt graph encoding", "encoding")):
+        lines += ["", f"Per {what} (%; the family rule's and a random subset's valid answers on the same problems):",
+                  "", f"| policy | {col} | problems | GRAPH | 6/6 | valid answers | rule agreement | family rule | "
+                  "random subset |", "|---|---|---:|---|---|---|---|---|---|"]
+        for name, r in reports.items():
+            for group, t in r[field].items():
+                lines.append(f"| {name} | {group} | {t['n_units']} | {ci_text(t['graph'])} | {ci_text(t['six_rate'])} "
+                             f"| {ci_text(t['valid_rate'])} | {ci_text(t['rule_agreement'])} | "
+                             f"{ci_text(t['family_rule'])} | {ci_text(t['random_subset'])} |")
     looked = {n: r["rationale_lookups"] for n, r in reports.items() if r.get("rationale_lookups")}
     if looked:
         lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
