@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "calver.evaluation.baselines",  # baselines: answer-free heuristics' valid-answer rates on a problem set
     "calver.evaluation.policy_report",  # policy-report: a policy beside heuristics, rule agreement, shuffled control
     "calver.evaluation.drill_report",  # drill-report: can a model look up a node's edges in an arrow list, alone
+    "calver.evaluation.trace_fit",  # fit-report: per trace line, teacher-forced, which line a policy has not learned
     "calver.bench",  # bench: a benchmark suite from problems to one table
     "calver.integrations.openenv_cli",  # serve-env: the verifier as a single-step OpenEnv environment server
     "calver.integrations.openrlhf_server",  # serve-reward: the verifier behind OpenRLHF's HTTP /get_reward

@@ -1,0 +1,223 @@
+"""``calver fit-report``: which trace line a policy has not learned, read off teacher-forced loss.
+
+A sampled trace mixes its errors: one wrong lookup makes STRATEGY, RESULT and ANSWER wrong too. Teacher forcing
+scores each line of an SFT row's trace given the row's own lines before it, so a line that only copies what
+came before scores near 100% and a line the policy cannot compute stands out. For each set of rows (``--rows
+NAME=FILE[:N]``, a `calver gen` sft.jsonl) it reports per trace line, overall and per task family: the lines
+whose every token is the model's greedy next token (exact), the token accuracy and the mean token loss. A
+rule rationale line (``--rationale rule``) is split at its second colon: ``Rationale`` is the rule's words,
+``Lookup`` the edges it reads off the graph (``Edges into L: K -> L.``). Training rows beside held-out rows
+tell underfitting (both low) from a policy that memorised its rows (training high, held-out low). It reads
+the rows' traces, which hold the answers, like ``calver eval``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from calver.config import ConfigError, add_command, cfg_field, parse_command
+
+SLOTS = ("GRAPH", "QUERY", "Rationale", "Lookup", "STRATEGY", "DERIVATION", "RESULT", "ANSWER")
+_LINE = re.compile(r"^(GRAPH|QUERY|Rule|STRATEGY|DERIVATION|RESULT|ANSWER):")
+
+
+def trace_lines(text: str) -> list[tuple[str, int, int]]:
+    """``(line, start, end)`` character spans of a trace's lines (see the module doc for the names)."""
+    spans, pos = [], 0
+    for line in text.split("\n"):
+        m = _LINE.match(line)
+        if m and m.group(1) == "Rule":
+            second = line.find(":", len("Rule:"))
+            if second < 0:  # a rule with nothing looked up ("the path has a collider at {F}, ...")
+                spans.append(("Rationale", pos, pos + len(line)))
+            else:
+                spans += [("Rationale", pos, pos + second + 1), ("Lookup", pos + second + 1, pos + len(line))]
+        elif m:
+            spans.append((m.group(1), pos, pos + len(line)))
+        pos += len(line) + 1
+    return spans
+
+
+def line_tokens(tokenizer, messages: Sequence[dict]) -> tuple[list[int], dict[str, list[int]]]:
+    """The chat's token ids and, per trace line of its last (assistant) turn, the positions of that line's tokens
+    (a token belongs to the line its first character falls in)."""
+    if not messages or messages[-1].get("role") != "assistant":
+        raise ValueError("an SFT row's last message must be the assistant's trace")
+    prompt = tokenizer.apply_chat_template(list(messages[:-1]), add_generation_prompt=True, tokenize=False)
+    full = tokenizer.apply_chat_template(list(messages), tokenize=False)
+    content = messages[-1]["content"]
+    start = full.find(content, max(0, len(prompt) - 1))
+    if start < 0:
+        raise ValueError("the chat template does not write the assistant's trace verbatim")
+    enc = tokenizer(full, return_offsets_mapping=True, add_special_tokens=False)
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    lines: dict[str, list[int]] = {}
+    for name, a, b in trace_lines(content):
+        at = [i for i, (s, e) in enumerate(offsets) if e > s and start + a <= s < start + b]
+        if at:
+            lines.setdefault(name, []).extend(at)
+    return ids, lines
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """One trace line over a set of rows."""
+
+    lines: int
+    tokens: int
+    exact: float  # share of lines whose every token is the greedy next token
+    token_accuracy: float
+    loss: float  # mean token cross-entropy (nats)
+
+
+def fit_rows(model, tokenizer, rows: Sequence[dict]) -> dict[str, LineFit]:
+    """Per trace line (``LINE``) and per task family and line (``task/LINE``) over ``rows``."""
+    import torch
+
+    tally: dict[str, list[float]] = {}  # key -> [lines, tokens, exact lines, right tokens, loss sum]
+    for row in rows:
+        ids, lines = line_tokens(tokenizer, row["messages"])
+        x = torch.tensor([ids])
+        with torch.no_grad():
+            logits = model(x).logits[0, :-1].float()
+        target = x[0, 1:]
+        loss = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+        right = logits.argmax(-1) == target
+        for name, at in lines.items():
+            pos = torch.tensor([i - 1 for i in at if i > 0])  # token i is predicted at position i - 1
+            for key in (name, f"{row.get('task', '?')}/{name}"):
+                t = tally.setdefault(key, [0, 0, 0, 0, 0.0])
+                t[0] += 1
+                t[1] += len(pos)
+                t[2] += int(bool(right[pos].all()))
+                t[3] += int(right[pos].sum())
+                t[4] += float(loss[pos].sum())
+    return {k: LineFit(int(n), int(tok), ex / n, ok / tok, ls / tok)
+            for k, (n, tok, ex, ok, ls) in tally.items() if tok}
+
+
+def load_rows(path: str | Path, limit: int | None) -> list[dict]:
+    """The trace rows of a `calver gen` sft.jsonl (drill rows left out), ``limit`` of them spread evenly over
+    the file so that every family is in a sample of a file written family by family."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                messages, task = row["messages"], str(row.get("task", ""))
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{n}: not an SFT row with 'messages' ({e})") from e
+            if not isinstance(messages, list) or not task or task.endswith("_drill"):
+                continue
+            rows.append(row)
+    if limit and len(rows) > limit:
+        rows = rows[:: len(rows) // limit][:limit]
+    return rows
+
+
+@dataclass
+class FitReportConfig:
+    """``calver fit-report --model DIR --rows NAME=FILE[:N] ...``: per trace line, teacher-forced, the share of
+    lines the model writes exactly, its token accuracy and loss, e.g. on training rows beside held-out rows."""
+
+    model: str = cfg_field(help="model directory (a calver train sft output, or any causal LM with a chat template)")
+    rows: list[str] = cfg_field(help="NAME=FILE[:N], repeatable: SFT rows (calver gen's sft.jsonl), N of them spread "
+                                     "over the file (default: max_rows)")
+    max_rows: int = cfg_field(300, help="rows per set when FILE names no N")
+    out: str | None = cfg_field(None, help="write fit.md and fit.json here (default: print only)")
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            raise ConfigError("field 'rows' is required: pass --rows NAME=FILE[:N]")
+        _ = self.sets  # a malformed item raises here, before any model loads
+        if not isinstance(self.max_rows, int) or isinstance(self.max_rows, bool) or self.max_rows < 1:
+            raise ConfigError(f"field 'max_rows' must be a whole number >= 1, got {self.max_rows!r}")
+
+    @property
+    def sets(self) -> dict[str, tuple[str, int]]:
+        """``rows`` as name -> (file, number of rows)."""
+        out: dict[str, tuple[str, int]] = {}
+        for item in self.rows:
+            name, sep, spec = item.partition("=")
+            path, colon, n = spec.rpartition(":") if re.search(r":\d+$", spec) else (spec, "", "")
+            if not sep or not name or not path:
+                raise ConfigError(f"field 'rows' takes NAME=FILE[:N], got {item!r}")
+            if name in out:
+                raise ConfigError(f"field 'rows' names {name!r} twice")
+            out[name] = (path, int(n) if colon else self.max_rows)
+        return out
+
+
+def markdown(fits: dict[str, dict[str, LineFit]]) -> str:
+    names = list(fits)
+    head = "| line | " + " | ".join(f"{n}: exact / token acc. / loss" for n in names) + " |"
+    out = [head, "|---|" + "---|" * len(names)]
+    for slot in SLOTS:
+        cells = [f"{f[slot].exact:.1%} / {f[slot].token_accuracy:.1%} / {f[slot].loss:.3f} (n={f[slot].lines})"
+                 if slot in f else "–" for f in fits.values()]
+        if any(c != "–" for c in cells):
+            out.append(f"| {slot} | " + " | ".join(cells) + " |")
+    tasks = sorted({k.split("/")[0] for f in fits.values() for k in f if "/" in k})
+    out += ["", "Lines written exactly, per task family (%):", "",
+            "| task | line | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for task in tasks:
+        for slot in ("Rationale", "Lookup", "STRATEGY"):
+            key = f"{task}/{slot}"
+            if any(key in f for f in fits.values()):
+                cells = [f"{f[key].exact:.1%} (n={f[key].lines})" if key in f else "–" for f in fits.values()]
+                out.append(f"| {task} | {slot} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def run_fit(cfg: FitReportConfig) -> dict[str, dict[str, LineFit]]:
+    sets = {name: load_rows(path, n) for name, (path, n) in cfg.sets.items()}
+    for name, rows in sets.items():
+        if not rows:
+            raise ValueError(f"rows {name!r}: no trace rows in {cfg.sets[name][0]}")
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as e:
+        raise ValueError(f"fit-report runs a model: install the train extra (torch, transformers): {e}") from e
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    if not tokenizer.is_fast:
+        raise ValueError(f"{cfg.model}: fit-report needs a fast tokenizer (token offsets)")
+    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32).eval()
+    return {name: fit_rows(model, tokenizer, rows) for name, rows in sets.items()}
+
+
+def _cli(args) -> int:
+    cfg = parse_command("fit-report", FitReportConfig, args)
+    if cfg is None:
+        return 2
+    try:
+        fits = run_fit(cfg)
+    except (ValueError, OSError) as e:
+        print(f"calver fit-report: error: {e}", file=sys.stderr)
+        return 2
+    md = markdown(fits)
+    print(md)
+    if cfg.out:
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fit.md").write_text(md)
+        data: dict[str, Any] = {"model": cfg.model, "rows": cfg.sets,
+                                "fits": {n: {k: asdict(v) for k, v in f.items()} for n, f in fits.items()}}
+        (out / "fit.json").write_text(json.dumps(data, indent=2))
+    return 0
+
+
+def add_commands(subparsers) -> None:
+    add_command(subparsers, "fit-report", (FitReportConfig,),
+                help="per trace line, teacher-forced: which line a policy writes exactly, training vs held-out",
+                description=FitReportConfig.__doc__).set_defaults(func=_cli)
+
+
+__all__ = ["FitReportConfig", "LineFit", "fit_rows", "line_tokens", "load_rows", "run_fit", "trace_lines"]

@@ -1,0 +1,97 @@
+"""calver fit-report (calver.evaluation.trace_fit): each trace line's tokens are found, and each line's
+teacher-forced loss equals the loss transformers computes over the same tokens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from testing_utils import require_modules
+
+from calver.data_gen.export import to_sft_rows
+from calver.data_gen.gen_config import GenConfig
+from calver.data_gen.generators import generate
+from calver.data_gen.trace_style import TraceStyle
+from calver.evaluation.trace_fit import fit_rows, line_tokens, load_rows, trace_lines
+
+REASONED = TraceStyle("rule", 0, "rule", system="compact")
+
+
+def _rows(n=2):
+    problems = []
+    for task in ("backdoor_set", "blocking_set", "cycle_witness"):
+        problems += generate(task, n, GenConfig(seed=7, n_nodes=(4, 6), naming=("phrases",)))
+    return to_sft_rows(problems, style=REASONED)
+
+
+def test_trace_lines_split_a_rule_at_its_lookup():
+    text = ("GRAPH: a b -> c\nQUERY: task=backdoor_set; treatment=c\n\nRule: adjust for the parents of c. "
+            "Edges into c: a b -> c.\n\nSTRATEGY: {a b}\nANSWER: {a b}")
+    got = {name: text[a:b] for name, a, b in trace_lines(text)}
+    assert got == {"GRAPH": "GRAPH: a b -> c", "QUERY": "QUERY: task=backdoor_set; treatment=c",
+                   "Rationale": "Rule: adjust for the parents of c. Edges into c:", "Lookup": " a b -> c.",
+                   "STRATEGY": "STRATEGY: {a b}", "ANSWER": "ANSWER: {a b}"}
+    # a rule that reads nothing off the graph is all rationale
+    assert [n for n, _, _ in trace_lines("Rule: the path has a collider at {F}, so the empty set blocks it.")] == [
+        "Rationale"]
+
+
+@require_modules("transformers", "torch")
+def test_each_line_s_tokens_spell_that_line(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    for row in _rows():
+        ids, lines = line_tokens(tok, row["messages"])
+        content = row["messages"][-1]["content"]
+        want = {name: content[a:b] for name, a, b in trace_lines(content)}
+        assert set(lines) == set(want)
+        for name, at in lines.items():
+            assert at == list(range(at[0], at[-1] + 1))  # one contiguous run of tokens
+            assert tok.decode([ids[i] for i in at]).strip() == want[name].strip()
+
+
+@require_modules("transformers", "torch")
+def test_a_line_s_loss_is_transformers_loss_over_its_tokens(tiny_model_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    row = [r for r in _rows(1) if r["task"] == "backdoor_set"][0]
+    fits = fit_rows(model, tok, [row])
+    ids, lines = line_tokens(tok, row["messages"])
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        logits = model(x).logits[0]
+    for name, at in lines.items():
+        labels = torch.full_like(x, -100)
+        labels[0, at] = x[0, at]
+        with torch.no_grad():
+            oracle = model(x, labels=labels).loss.item()  # transformers shifts the labels itself
+        assert fits[name].loss == pytest.approx(oracle, rel=1e-4)
+        greedy = [int(logits[i - 1].argmax()) == ids[i] for i in at]
+        assert fits[name].token_accuracy == pytest.approx(sum(greedy) / len(greedy))
+        assert fits[name].exact == float(all(greedy))
+        assert fits[f"backdoor_set/{name}"] == fits[name]
+    assert {"Rationale", "Lookup"} <= set(fits)
+
+
+def test_load_rows_skips_drills_spreads_the_sample_and_names_a_bad_line(tmp_path):
+    rows = [{"messages": [], "task": t} for t in ["a"] * 6 + ["b"] * 6 + ["lookup_drill"] * 3]
+    path = tmp_path / "sft.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [r["task"] for r in load_rows(path, 4)] == ["a", "a", "b", "b"]
+    assert len(load_rows(path, None)) == 12
+    path.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    with pytest.raises(ValueError, match=r"sft.jsonl:2"):
+        load_rows(path, None)
+
+
+def test_the_command_exits_2_on_a_missing_file_or_a_malformed_set(tmp_path, capsys):
+    from calver.cli import main
+
+    assert main(["fit-report", "--model", str(tmp_path), "--rows", f"h={tmp_path / 'none.jsonl'}"]) == 2
+    assert "none.jsonl" in capsys.readouterr().err
+    assert main(["fit-report", "--model", str(tmp_path), "--rows", "no-equals-sign"]) == 2
+    assert "NAME=FILE" in capsys.readouterr().err
