@@ -95,3 +95,9 @@ def test_the_command_exits_2_on_a_missing_file_or_a_malformed_set(tmp_path, caps
     assert "none.jsonl" in capsys.readouterr().err
     assert main(["fit-report", "--model", str(tmp_path), "--rows", "no-equals-sign"]) == 2
     assert "NAME=FILE" in capsys.readouterr().err
+
+
+@require_modules("torch")
+def test_a_row_without_a_trace_is_named():
+    with pytest.raises(ValueError, match=r"row 'r1'.*assistant"):
+        fit_rows(None, None, [{"id": "r1", "task": "t", "messages": [{"role": "user", "content": "x"}]}])

@@ -81,7 +81,10 @@ def fit_rows(model, tokenizer, rows: Sequence[dict]) -> dict[str, LineFit]:
 
     tally: dict[str, list[float]] = {}  # key -> [lines, tokens, exact lines, right tokens, loss sum]
     for row in rows:
-        ids, lines = line_tokens(tokenizer, row["messages"])
+        try:
+            ids, lines = line_tokens(tokenizer, row["messages"])
+        except ValueError as e:
+            raise ValueError(f"row {row.get('id', '?')!r}: {e}") from e
         x = torch.tensor([ids])
         with torch.no_grad():
             logits = model(x).logits[0, :-1].float()
