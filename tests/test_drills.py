@@ -27,7 +27,7 @@ from calver.data_gen.drills import (
 )
 from calver.data_gen.gen_config import ConfigError, parse_run
 from calver.data_gen.names import NAMINGS
-from calver.data_gen.rationales import scan_lookup
+from calver.data_gen.rationales import lookup_line
 from calver.evaluation.drill_report import DrillReportConfig, asked_drills
 from calver.infer.sample import load_problems
 from calver.verifier.parsers import parse_graph
@@ -63,6 +63,22 @@ def test_gold_reply_is_exact_and_agrees_with_networkx(cfg):
         assert (c.lookups, c.exact, c.scans, c.complete) == (1, 1, 1, 1)
         assert c.marks_right == c.scanned == len(d.graph.directed)
         assert c.true == len(_edges_of(d))
+
+
+@pytest.mark.parametrize("cfg", NAMED, ids=lambda c: c.namings[0])
+def test_rule_style_reply_is_the_list_alone_and_agrees_with_networkx(cfg):
+    rule = DrillConfig(**{**cfg.__dict__, "lookup": "rule"})
+    for scanned, d in zip(drills(cfg), drills(rule)):
+        assert (d.graph, d.order, d.kind, d.node) == (scanned.graph, scanned.order, scanned.kind, scanned.node)
+        assert d.question == scanned.question and d.system != scanned.system
+        assert d.answer == "Edges " + scanned.answer.split(". Edges ", 1)[1]  # the scan's last sentence
+        listed = d.answer.split(": ", 1)[1].removesuffix(".")
+        got = [] if listed == "none" else [tuple(e.split(" -> ")) for e in listed.split(", ")]
+        assert set(got) == _edges_of(d) and len(got) == len(set(got))
+        rank = {e: i for i, e in enumerate(d.order.directed)}
+        assert got == sorted(got, key=rank.__getitem__)  # in the GRAPH line's order
+        c = d.check(d.answer).lookup
+        assert (c.lookups, c.exact, c.scans) == (1, 1, 0)
 
 
 @pytest.mark.parametrize("cfg", NAMED, ids=lambda c: c.namings[0])
@@ -111,17 +127,17 @@ def test_wrong_replies_are_counted_wrong():
         _summed(items, [])
 
 
-def test_scan_lookup_refuses_bad_input():
+def test_lookup_line_refuses_bad_input():
     d = draw_drill(DrillConfig(n=1, seed=0), 0)
     with pytest.raises(ValueError, match="kind"):
-        scan_lookup("beside", d.node, d.graph)
+        lookup_line("beside", d.node, d.graph)
     with pytest.raises(ValueError, match="not a node"):
-        scan_lookup("into", "no such node", d.graph)
+        lookup_line("into", "no such node", d.graph)
 
 
 @pytest.mark.parametrize("bad", [dict(n=-1), dict(min_nodes=1), dict(min_nodes=9, max_nodes=4), dict(density=0.0),
                                  dict(namings=("klingon",)), dict(kinds=("beside",)), dict(graph_kinds=()),
-                                 dict(encodings=("morse",)), dict(encodings=())])
+                                 dict(encodings=("morse",)), dict(encodings=()), dict(lookup="guess")])
 def test_config_refuses_bad_values(bad):
     with pytest.raises(ValueError, match="drills"):
         DrillConfig(**bad)
@@ -303,6 +319,36 @@ def test_gen_draws_transcription_drills_in_the_runs_encodings(tmp_path):
                      "--out", str(tmp_path / "bad")]) == 2
 
 
+@require_modules("datasets")
+def test_gen_writes_rule_style_drills_alone_with_n_0(tmp_path, capsys):
+    out = tmp_path / "alone"
+    assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "0", "--seed", "5", "--n_nodes", "4", "6",
+                     "--naming", "phrases", "--drills", "8", "--drill_lookup", "rule", "--out", str(out)]) == 0
+    want = drills(DrillConfig(n=8, seed=5, min_nodes=4, max_nodes=6, namings=("phrases",), lookup="rule"))
+    rows = [json.loads(r) for r in _lines(out / "sft.jsonl")]
+    assert [r["messages"] for r in rows] == [d.row()["messages"] for d in want]
+    assert all(not r["messages"][2]["content"].startswith("Scan") for r in rows)
+    assert _lines(out / "problems.jsonl") == [] and _lines(out / "grpo.jsonl") == []
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["n_rows"], manifest["n_drills"], manifest["drill_config"]["lookup"]) == (0, 8, "rule")
+    for bad in (["--drills", "0"], ["--drills", "3", "--drill_lookup", "guess"]):
+        assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "0", "--seed", "1", *bad,
+                         "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "field 'n' must be a positive integer (or 0 beside --drills N)" in err and "lookup must be one of" in err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_drill_report_asks_the_lookup_style_it_is_given():
+    cfg = DrillReportConfig(model="m", n=5, seed=3, lookup="rule")
+    asked = asked_drills(cfg).items
+    assert [d.row()["messages"] for d in asked] == [d.row()["messages"] for d in drills(
+        DrillConfig(n=5, seed=3, namings=tuple(cfg.naming), lookup="rule"))]
+    assert {d.system for d in asked} == {"Task: lookup. List the edges asked for."}
+    with pytest.raises(ValueError, match="lookup"):
+        asked_drills(DrillReportConfig(model="m", lookup="guess"))
+
+
 def _drill_encodings(*flags):
     run = parse_run(args=["--seed", "1", "--drills", "40", "--drill_kinds", "transcribe", *flags])
     return run.drill_config().encodings
@@ -342,3 +388,19 @@ def test_contamination_finds_and_drops_a_drill_graph(tmp_path):
     assert kept_rows == [r for r in src_rows if r["id"] not in dropped]
     assert target_id not in {i for i, _ in load_drill_graphs(clean)}
     assert check(load_problems(clean), [("held-out", renamed)], load_drill_graphs(clean)).clean
+
+
+@require_modules("datasets")
+def test_contamination_cleans_a_set_of_rule_style_drills_alone(tmp_path):
+    src = tmp_path / "alone"
+    assert cli_main(["gen", "--tasks", "backdoor_set", "--n", "0", "--seed", "4", "--n_nodes", "4", "6",
+                     "--drills", "6", "--drill_lookup", "rule", "--out", str(src)]) == 0
+    graphs = load_drill_graphs(src)
+    target_id, target = graphs[2]
+    rep = check([], [("held-out", target.relabel({n: f"z{i}" for i, n in enumerate(target.nodes)}))], graphs)
+    assert target_id in {m.train_id for m in rep.matches}
+    write_clean([], rep, src, tmp_path / "clean")
+    dropped = {m.train_id for m in rep.matches}
+    src_rows = [json.loads(r) for r in _lines(src / "sft.jsonl")]
+    assert [json.loads(r) for r in _lines(tmp_path / "clean" / "sft.jsonl")] == [
+        r for r in src_rows if r["id"] not in dropped]  # the rule-style rows, as written, less the repeat

@@ -19,7 +19,7 @@ REASONED = TraceStyle("rule", 0, "rule", system="compact")
 
 def _rows(n=2):
     problems = []
-    for task in ("backdoor_set", "blocking_set", "cycle_witness"):
+    for task in ("backdoor_set", "blocking_set", "cycle_witness", "separation_set"):
         problems += generate(task, n, GenConfig(seed=7, n_nodes=(4, 6), naming=("phrases",)))
     return to_sft_rows(problems, style=REASONED)
 
@@ -31,6 +31,11 @@ def test_trace_lines_split_a_rule_at_its_lookup():
     assert got == {"GRAPH": "GRAPH: a b -> c", "QUERY": "QUERY: task=backdoor_set; treatment=c",
                    "Rationale": "Rule: adjust for the parents of c. Edges into c:", "Lookup": " a b -> c.",
                    "STRATEGY": "STRATEGY: {a b}", "ANSWER": "ANSWER: {a b}"}
+    # two lookups: each header is the rule's words, each list a lookup
+    two = "Rule: block every path. Edges into a: none. Edges into b c: x -> b c, a -> b c.\nANSWER: {x}"
+    assert [(name, two[a:b]) for name, a, b in trace_lines(two)] == [
+        ("Rationale", "Rule: block every path. Edges into a:"), ("Lookup", " none."),
+        ("Rationale", " Edges into b c:"), ("Lookup", " x -> b c, a -> b c."), ("ANSWER", "ANSWER: {x}")]
     # a rule that reads nothing off the graph is all rationale
     assert [n for n, _, _ in trace_lines("Rule: the path has a collider at {F}, so the empty set blocks it.")] == [
         "Rationale"]
@@ -44,11 +49,13 @@ def test_each_line_s_tokens_spell_that_line(tiny_model_dir):
     for row in _rows():
         ids, lines = line_tokens(tok, row["messages"])
         content = row["messages"][-1]["content"]
-        want = {name: content[a:b] for name, a, b in trace_lines(content)}
+        want: dict[str, str] = {}
+        for name, a, b in trace_lines(content):
+            want[name] = want.get(name, "") + content[a:b]
         assert set(lines) == set(want)
         for name, at in lines.items():
-            assert at == list(range(at[0], at[-1] + 1))  # one contiguous run of tokens
-            assert tok.decode([ids[i] for i in at]).strip() == want[name].strip()
+            assert at == sorted(set(at))
+            assert "".join(tok.decode([ids[i] for i in at]).split()) == "".join(want[name].split())
 
 
 @require_modules("transformers", "torch")

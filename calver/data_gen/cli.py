@@ -42,8 +42,9 @@ def build_run(args: argparse.Namespace) -> RunConfig:
     rc = parse_run(args.config, args)
     if not rc.tasks:
         raise ConfigError("field 'tasks' is required: pass --tasks TASK (or 'all') or set tasks in the config")
-    if rc.n <= 0:
-        raise ConfigError("field 'n' must be a positive integer: pass --n N or set n in the config")
+    if rc.n <= 0 and not rc.drills:  # n 0 with drills: a set of drills alone
+        raise ConfigError("field 'n' must be a positive integer (or 0 beside --drills N): pass --n N or set n "
+                          "in the config")
     return rc
 
 

@@ -9,8 +9,9 @@ no more often than writing "no" everywhere. A drill is the lookup with nothing a
                List the edges into L.
     assistant: Scan for edges into L: K -> L yes, L -> I no, N -> L yes. Edges into L: K -> L, N -> L.
 
-The assistant turn is exactly what a ``scan`` rationale writes (:func:`calver.data_gen.rationales.scan_lookup`),
-so the skill is the one the traces need. A *transcription* drill (kind ``transcribe``) practises the step
+The assistant turn is exactly what a ``scan`` rationale writes (:func:`calver.data_gen.rationales.lookup_line`),
+so the skill is the one the traces need; a ``rule``-style drill (``DrillConfig.lookup``) answers with the last
+sentence alone, the line a ``rule`` rationale writes. A *transcription* drill (kind ``transcribe``) practises the step
 before it, the GRAPH line itself: the graph in one of the prompt encodings (a matrix, a parents map, prose,
 CLEAR's sentence), and as its answer the GRAPH line a trace writes for it, edges in the order the text gives
 them (:func:`calver.verifier.parsers.reading_order`). Each drill is drawn from its own seed (``{seed}-{i}``),
@@ -28,7 +29,7 @@ from typing import Any, ClassVar, Sequence
 from calver.data_gen.graphs import label, random_skeleton
 from calver.data_gen.names import NAMINGS, node_names
 from calver.data_gen.prompts import problem_text
-from calver.data_gen.rationales import Counts, LookupCheck, check_lookups, scan_lookup
+from calver.data_gen.rationales import Counts, LookupCheck, check_lookups, lookup_line
 from calver.verifier.contract import format_path, split_slots
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
@@ -37,6 +38,8 @@ from calver.verifier.parsers import RENDER_FORMATS, parse_graph, reading_order, 
 DRILL_TASK = "lookup_drill"
 TRANSCRIBE_TASK = "transcribe_drill"
 DRILL_SYSTEM = "Task: lookup. Scan the GRAPH line edge by edge, then list the edges asked for."
+RULE_DRILL_SYSTEM = "Task: lookup. List the edges asked for."
+LOOKUP_STYLES = ("scan", "rule")  # how a lookup drill answers: as a scan rationale writes it, or a rule one
 TRANSCRIBE_SYSTEM = "Task: transcribe. Copy the graph as a GRAPH line, its edges in the order the text gives them."
 TRANSCRIBE_QUESTION = "Write the graph as a GRAPH line."
 LOOKUP_KINDS = ("into", "out of")
@@ -52,8 +55,10 @@ class DrillConfig:
     ``max_nodes`` nodes at edge ``density`` (``latent``: bidirected-edge probability in ADMGs), of the
     ``graph_kinds``, named by one of ``namings`` (:data:`~calver.data_gen.names.NAMINGS` entries) drawn per drill;
     edges listed in a random order when ``shuffle_order`` (else sorted); one of ``kinds`` per drill (a lookup
-    ``into`` / ``out of`` a node, or ``transcribe`` from one of ``encodings``). The default namings and
-    encodings are the training mix's: the domain vocabularies are the held-out split's names."""
+    ``into`` / ``out of`` a node, or ``transcribe`` from one of ``encodings``); a lookup answered as ``lookup``
+    says: ``scan`` (a yes/no pass over the edges, then the list) or ``rule`` (the list alone, the line a rule
+    rationale writes). The default namings and encodings are the training mix's: the domain vocabularies are
+    the held-out split's names."""
 
     n: int = 1000
     seed: int = 0
@@ -66,6 +71,7 @@ class DrillConfig:
     shuffle_order: bool = True
     kinds: tuple[str, ...] = LOOKUP_KINDS
     encodings: tuple[str, ...] = TRAINING_ENCODINGS
+    lookup: str = "scan"
 
     def __post_init__(self) -> None:
         if self.n < 0:
@@ -78,6 +84,8 @@ class DrillConfig:
                                    (self.namings, NAMINGS, "namings"), (self.encodings, RENDER_FORMATS, "encodings")):
             if not got or set(got) - set(allowed):
                 raise ValueError(f"drills: {what} must be a non-empty subset of {allowed}, got {got!r}")
+        if self.lookup not in LOOKUP_STYLES:
+            raise ValueError(f"drills: lookup must be one of {LOOKUP_STYLES}, got {self.lookup!r}")
 
 
 @dataclass(frozen=True)
@@ -156,12 +164,17 @@ class _GraphDrill:
 
 @dataclass(frozen=True)
 class LookupDrill(_GraphDrill):
-    """The edges ``kind`` (``into`` / ``out of``) ``node`` in the graph's GRAPH line, found by a scan."""
+    """The edges ``kind`` (``into`` / ``out of``) ``node`` in the graph's GRAPH line, found by a scan (or, with
+    ``scan`` off, listed alone)."""
 
     kind: str = "into"
     node: str = ""
+    scan: bool = True
     task: ClassVar[str] = DRILL_TASK
-    system: ClassVar[str] = DRILL_SYSTEM
+
+    @property
+    def system(self) -> str:  # type: ignore[override]
+        return DRILL_SYSTEM if self.scan else RULE_DRILL_SYSTEM
 
     @property
     def question(self) -> str:
@@ -169,7 +182,7 @@ class LookupDrill(_GraphDrill):
 
     @property
     def answer(self) -> str:
-        return scan_lookup(self.kind, self.node, self.graph, self.order)
+        return lookup_line(self.kind, self.node, self.graph, self.order, scan=self.scan)
 
     def check(self, reply: str) -> DrillCheck:
         """``reply``'s scans and lookups, checked against the graph."""
@@ -228,21 +241,23 @@ def draw_drill(cfg: DrillConfig, i: int) -> Drill:
     ends = sorted({e[1] if kind == "into" else e[0] for e in directed})
     # most lookups ask about a node with edges of that kind, as the rules do; some about one without
     node = rng.choice(ends) if rng.random() < 0.85 else rng.choice(nodes)
-    return LookupDrill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node)
+    return LookupDrill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node, scan=cfg.lookup == "scan")
 
 
 def drill_config(n: int, seed: int, n_nodes: Sequence[int], namings: Sequence[str],
-                 kinds: Sequence[str] = LOOKUP_KINDS, encodings: Sequence[str] = TRAINING_ENCODINGS) -> DrillConfig:
+                 kinds: Sequence[str] = LOOKUP_KINDS, encodings: Sequence[str] = TRAINING_ENCODINGS,
+                 lookup: str = "scan") -> DrillConfig:
     """The drills of a ``calver gen`` run: its seed, node range, namings and encodings (``n_nodes``: N or MIN,
-    MAX), of the ``kinds`` asked."""
+    MAX), of the ``kinds`` asked, lookups answered in the ``lookup`` style."""
     lo, hi = (n_nodes[0], n_nodes[-1])
     return DrillConfig(n=n, seed=seed, min_nodes=max(2, lo), max_nodes=max(2, hi), namings=tuple(namings),
-                       kinds=tuple(kinds), encodings=tuple(encodings))
+                       kinds=tuple(kinds), encodings=tuple(encodings), lookup=lookup)
 
 
 def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
     """A :class:`DrillConfig` from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
-    return DrillConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    return DrillConfig(**fields)
 
 
 def drill_graph_record(d: Drill) -> dict[str, Any]:

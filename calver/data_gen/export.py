@@ -125,8 +125,8 @@ def export_dataset(problems: Sequence[Problem], out_dir: str | Path, cfg: Any = 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     problems = list(problems)
-    if not problems:
-        raise ValueError("export_dataset: no problems to export")
+    if not problems and not drills:
+        raise ValueError("export_dataset: no problems or drills to export")
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         dup = next(i for i, c in Counter(ids).items() if c > 1)

@@ -198,6 +198,9 @@ class RunConfig:
     drill_encodings: list[str] | None = cfg_field(None, help="encodings the transcription drills copy from (null: "
                                                   "the run's encodings; under graph_slot verbatim less json_parents "
                                                   "and matrix, which the traces copy as shown, not as arrows)")
+    drill_lookup: str = cfg_field("scan", help="how a lookup drill answers: scan (a yes/no pass over the GRAPH "
+                                  "line's edges, then the list: a scan rationale's lookup) | rule (the list alone: "
+                                  "a rule rationale's lookup line)")
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -232,7 +235,7 @@ class RunConfig:
         try:
             self.drill_config()
         except ValueError as e:
-            raise ConfigError(f"field 'drill_kinds': {e}") from None
+            raise ConfigError(f"field 'drill_kinds' / 'drill_lookup': {e}") from None
         if self.rationale not in RATIONALES:
             raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
         if self.graph_slot not in GRAPH_SLOTS:
@@ -247,7 +250,7 @@ class RunConfig:
             verbatim = VERBATIM_ENCODINGS if self.graph_slot == "verbatim" else ()
             encodings = [e for e in self.gen.encoding if e not in verbatim] or ["arrows"]
         return drill_config(self.drills, self.gen.seed, self.gen.n_nodes, self.gen.naming, self.drill_kinds,
-                            encodings)
+                            encodings, self.drill_lookup)
 
     def trace_style(self) -> TraceStyle:
         """How the run's SFT rows are written; the witness cap is ``witnesses``, or 0 under the compact system."""

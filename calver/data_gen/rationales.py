@@ -81,15 +81,16 @@ def _lookup(kind: str, node: str, pairs: list[tuple[str, str]], rank: Rank) -> s
     return f"Scan for edges {kind} {format_path([node])}: {marks or 'none'}. {found}"
 
 
-def scan_lookup(kind: str, node: str, g: CausalGraph, order: RenderOrder | None = None) -> str:
-    """The ``scan``-style lookup of the edges ``kind`` (``into`` / ``out of``) ``node``, over ``g``'s directed
-    edges in ``order`` (default: sorted): what a rationale writes, alone (the lookup drills)."""
+def lookup_line(kind: str, node: str, g: CausalGraph, order: RenderOrder | None = None, scan: bool = True) -> str:
+    """The lookup of the edges ``kind`` (``into`` / ``out of``) ``node``, over ``g``'s directed edges in
+    ``order`` (default: sorted), as a rationale writes it, alone (the lookup drills): after a scan of every
+    edge when ``scan`` (the ``scan`` style), else the list alone (the ``rule`` style)."""
     if kind not in ("into", "out of"):
-        raise ValueError(f"scan_lookup: kind must be 'into' or 'out of', got {kind!r}")
+        raise ValueError(f"lookup_line: kind must be 'into' or 'out of', got {kind!r}")
     if node not in g.nodes:
-        raise ValueError(f"scan_lookup: {node!r} is not a node of the graph")
+        raise ValueError(f"lookup_line: {node!r} is not a node of the graph")
     pairs = [(p, node) for p in g.parents(node)] if kind == "into" else [(node, c) for c in g.children(node)]
-    return _lookup(kind, node, pairs, Rank(order_of(g, order).directed, scan=True))
+    return _lookup(kind, node, pairs, Rank(order_of(g, order).directed, scan=scan))
 
 
 def _into(g: CausalGraph, node: str, rank: Rank) -> str:
@@ -184,7 +185,8 @@ def with_rationale(trace: str, rationale: str | None) -> str:
 
 
 # ---- reading a policy's rationales back ------------------------------------------------------------
-_LOOKUP = re.compile(r"(Scan for edges|Edges) (into|out of) (.+?): (.+?)\.(?= Edges | Scan |\n|$)", re.MULTILINE)
+# a lookup a rationale states: its head, kind, node and the edges listed (up to the period that ends it)
+LOOKUP_RE = re.compile(r"(Scan for edges|Edges) (into|out of) (.+?): (.+?)\.(?= Edges | Scan |\n|$)", re.MULTILINE)
 
 
 class Counts:
@@ -240,7 +242,7 @@ def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
     that is not in ``g``: a lookup that is never exact), and each ``Scan for edges into X: ...`` (see
     :class:`LookupCheck`). Names are read as written, unquoted."""
     out = LookupCheck()
-    for head, kind, node, text in _LOOKUP.findall(trace):
+    for head, kind, node, text in LOOKUP_RE.findall(trace):
         if head == "Scan for edges":
             out += _check_scan(kind, node, text, g)
             continue

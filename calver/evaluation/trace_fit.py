@@ -5,10 +5,10 @@ scores each line of an SFT row's trace given the row's own lines before it, so a
 came before scores near 100% and a line the policy cannot compute stands out. For each set of rows (``--rows
 NAME=FILE[:N]``, a `calver gen` sft.jsonl) it reports per trace line, overall and per task family: the lines
 whose every token is the model's greedy next token (exact), the token accuracy and the mean token loss. A
-rule rationale line (``--rationale rule``) is split at its second colon: ``Rationale`` is the rule's words,
-``Lookup`` the edges it reads off the graph (``Edges into L: K -> L.``). Training rows beside held-out rows
-tell underfitting (both low) from a policy that memorised its rows (training high, held-out low). It reads
-the rows' traces, which hold the answers, like ``calver eval``.
+rule rationale line (``--rationale rule``) is split at its lookups: ``Lookup`` is the edges each ``Edges into
+L:`` reads off the graph (`` K -> L.``), ``Rationale`` the rule's words around them, headers included.
+Training rows beside held-out rows tell underfitting (both low) from a policy that memorised its rows
+(training high, held-out low). It reads the rows' traces, which hold the answers, like ``calver eval``.
 """
 
 from __future__ import annotations
@@ -27,16 +27,21 @@ _LINE = re.compile(r"^(GRAPH|QUERY|Rule|STRATEGY|DERIVATION|RESULT|ANSWER):")
 
 
 def trace_lines(text: str) -> list[tuple[str, int, int]]:
-    """``(line, start, end)`` character spans of a trace's lines (see the module doc for the names)."""
+    """``(line, start, end)`` character spans of a trace's lines (see the module doc for the names); a rule line
+    with several lookups gives several ``Rationale`` and ``Lookup`` spans, in order."""
+    from calver.data_gen.rationales import LOOKUP_RE
+
     spans, pos = [], 0
     for line in text.split("\n"):
         m = _LINE.match(line)
         if m and m.group(1) == "Rule":
-            second = line.find(":", len("Rule:"))
-            if second < 0:  # a rule with nothing looked up ("the path has a collider at {F}, ...")
-                spans.append(("Rationale", pos, pos + len(line)))
-            else:
-                spans += [("Rationale", pos, pos + second + 1), ("Lookup", pos + second + 1, pos + len(line))]
+            at = 0
+            for look in LOOKUP_RE.finditer(line):  # the edges listed, with the space before and the period after
+                a, b = look.start(4) - 1, look.end(4) + 1
+                spans += [("Rationale", pos + at, pos + a), ("Lookup", pos + a, pos + b)]
+                at = b
+            if at < len(line):  # words after the last lookup, or a rule that reads nothing off the graph
+                spans.append(("Rationale", pos + at, pos + len(line)))
         elif m:
             spans.append((m.group(1), pos, pos + len(line)))
         pos += len(line) + 1
