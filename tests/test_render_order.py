@@ -201,6 +201,20 @@ def test_a_verbatim_graph_slot_copies_a_matrix_or_parents_map_as_the_prompt_show
         TraceStyle(graph_slot="json")
 
 
+def test_an_ate_trace_writes_a_given_graph_text_as_its_graph_slot():
+    """No generator shows an ATE graph as a matrix or parents map, so the ATE family's ``graph_text`` path is
+    driven directly: the slot is the text given, and the trace scores 6 from it as from the arrow list."""
+    fam = get_family("ate_threshold")
+    for p in generate("ate_threshold", 6, GenConfig(seed=3, n_nodes=(4, 7))):
+        g = fam.source_graph(p)
+        arrows = fam.canonical_trace(p)
+        for fmt in ("matrix", "json_parents"):
+            text = render_graph(g, fmt)
+            trace = fam.canonical_trace(p, graph_text=text)
+            assert trace == f"GRAPH: {text}\nQUERY: " + arrows.split("\nQUERY: ", 1)[1]
+            assert score(trace, p).total == score(arrows, p).total == 6
+
+
 def test_gen_graph_slot_verbatim_rows_manifest_and_clean_copy(tmp_path):
     """`calver gen --graph_slot verbatim`: every SFT row's trace copies its prompt's matrix or parents map, the
     manifest records the choice, a contamination --clean_out rewrite keeps the rows; a bad value exits 2."""
