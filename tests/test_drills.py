@@ -28,7 +28,7 @@ from calver.data_gen.drills import (
 from calver.data_gen.gen_config import ConfigError, parse_run
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import lookup_line
-from calver.evaluation.drill_report import DrillReportConfig, asked_drills
+from calver.evaluation.drill_report import DrillReportConfig, asked_drills, rates
 from calver.infer.sample import load_problems
 from calver.verifier.parsers import parse_graph
 
@@ -164,6 +164,22 @@ def test_drill_report_command_end_to_end(tiny_model_dir, tmp_path, capsys):
     assert rc == 0 and report["transcriptions"] == 4 and report["lookups"] == 0
     assert set(report["by_encoding"]) == {"matrix"} and report["by_encoding"]["matrix"]["transcriptions"] == 4
     assert report["graph_exact"] == 0.0  # 8 random tokens copy no graph
+
+
+def test_report_rates_count_listed_edges_against_the_graph():
+    items = drills(DrillConfig(n=40, seed=11, lookup="rule"))
+    gold = rates(_summed(items, [d.answer for d in items]))
+    assert gold["exact"] == gold["lookup_precision"] == gold["lookup_recall"] == gold["lookup_in_graph"] == 1.0
+    # one true edge dropped from each lookup that has any, and an invented edge added to each
+    def damaged(d):
+        true = sorted(_edges_of(d), key=list(d.order.directed).index)
+        listed = [*true[1:], ("nobody", d.node)]
+        return f"Edges {d.kind} {d.node}: " + ", ".join(f"{a} -> {b}" for a, b in listed) + "."
+    got = rates(_summed(items, [damaged(d) for d in items]))
+    true = sum(len(_edges_of(d)) for d in items)
+    kept = true - sum(1 for d in items if _edges_of(d))
+    assert got["exact"] == 0.0 and got["lookup_recall"] == kept / true
+    assert got["lookup_precision"] == got["lookup_in_graph"] == kept / (kept + len(items))
 
 
 def test_drill_report_refuses_bad_drill_settings(capsys):

@@ -74,7 +74,9 @@ def _share(a: int, b: int) -> float | None:
 def rates(c: DrillCheck) -> dict[str, Any]:
     """The shares a report prints (None where nothing was counted)."""
     lk, tr = c.lookup, c.transcription
-    return {"lookups": lk.lookups, "exact": _share(lk.exact, lk.lookups), "scans": lk.scans,
+    return {"lookups": lk.lookups, "exact": _share(lk.exact, lk.lookups),
+            "lookup_precision": _share(lk.listed_true, lk.listed), "lookup_recall": _share(lk.listed_true, lk.true),
+            "lookup_in_graph": _share(lk.in_graph, lk.listed), "scans": lk.scans,
             "complete": _share(lk.complete, lk.scans), "scanned_in_graph": _share(lk.scanned_in_graph, lk.scanned),
             "marks_right": _share(lk.marks_right, lk.scanned), "no_everywhere": _share(lk.not_the_node_s, lk.scanned),
             "transcriptions": tr.drills, "graph_exact": _share(tr.exact, tr.drills),
