@@ -28,7 +28,7 @@ from calver.data_gen.drills import (
 from calver.data_gen.gen_config import ConfigError, parse_run
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import lookup_line
-from calver.evaluation.drill_report import DrillReportConfig, asked_drills, rates
+from calver.evaluation.drill_report import DrillReportConfig, asked_drills, compare_reports, rates, solved_rates
 from calver.infer.sample import load_problems
 from calver.verifier.parsers import parse_graph
 
@@ -180,6 +180,54 @@ def test_report_rates_count_listed_edges_against_the_graph():
     kept = true - sum(1 for d in items if _edges_of(d))
     assert got["exact"] == 0.0 and got["lookup_recall"] == kept / true
     assert got["lookup_precision"] == got["lookup_in_graph"] == kept / (kept + len(items))
+
+
+def test_a_drill_is_solved_only_by_the_asked_lookup_listed_exactly():
+    for lookup in ("scan", "rule"):
+        items = drills(DrillConfig(n=60, seed=12, lookup=lookup, kinds=("into", "out of", "transcribe")))
+        assert all(d.solved(d.answer) for d in items)
+    items = [d for d in drills(DrillConfig(n=80, seed=13, lookup="rule")) if _edges_of(d)]
+    for d in items:
+        other = next(n for n in d.graph.nodes if n != d.node)
+        assert not d.solved(d.answer.replace(f"Edges {d.kind} {d.node}:", f"Edges {d.kind} {other}:", 1))
+        flipped = "out of" if d.kind == "into" else "into"
+        assert not d.solved(d.answer.replace(f"Edges {d.kind} ", f"Edges {flipped} ", 1))  # the other kind
+        first = sorted(_edges_of(d))[0]
+        dropped = [e for e in d.order.directed if e in _edges_of(d) and e != first]
+        short = f"Edges {d.kind} {d.node}: " + (", ".join(f"{a} -> {b}" for a, b in dropped) or "none") + "."
+        assert not d.solved(short) and not d.solved("")
+        assert d.solved(f"Edges {d.kind} {other}: none.\n{d.answer}")  # the asked node's lookup decides
+
+
+def _report(items, replies, model):
+    return {"model": model, "drills": {"seed": 1}, **solved_rates(items, replies)}
+
+
+def test_drill_compare_pairs_the_drills_both_reports_asked(tmp_path, capsys):
+    items = drills(DrillConfig(n=60, seed=14, lookup="rule"))
+    a_replies = [d.answer if i % 3 else "" for i, d in enumerate(items)]  # a solves 2 in 3
+    b_replies = [d.answer if i % 2 else "" for i, d in enumerate(items)]  # b solves 1 in 2
+    a, b = _report(items, a_replies, "a"), _report(items, b_replies, "b")
+    assert a["solved"] == 40 / 60 and a["solved_ci"][0] < 40 / 60 < a["solved_ci"][1]
+    got = compare_reports(a, b)
+    assert (got["drills"], got["solved_a"], got["solved_b"]) == (60, 40 / 60, 30 / 60)
+    assert got["b_minus_a"] == pytest.approx(-10 / 60) and got["ci"][0] < -10 / 60 < got["ci"][1]
+    b_less = {**b, "per_drill": {i: v for i, v in list(b["per_drill"].items())[:30]}}  # b asked fewer drills
+    assert compare_reports(a, b_less)["drills"] == 30
+    with pytest.raises(ValueError, match="different settings"):
+        compare_reports(a, {**b, "drills": {"seed": 2}})
+    with pytest.raises(ValueError, match="no drill"):
+        compare_reports(a, {**b, "per_drill": {"elsewhere": 1}})
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "b.json"),
+                     "--out", str(tmp_path / "c.json")]) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["drills"] == 60
+    (tmp_path / "bad.json").write_text('{"model": "m"}')
+    assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "bad.json")]) == 2
+    assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.json: not a drill report" in err and "none.json: not a readable drill report" in err
 
 
 def test_drill_report_refuses_bad_drill_settings(capsys):

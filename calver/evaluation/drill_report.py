@@ -139,8 +139,20 @@ def run_drill_report(cfg: DrillReportConfig, asked: AskedDrills) -> dict[str, An
     checks = check_replies(items, replies)
     return {"model": cfg.model, "adapter": cfg.adapter, "drills": asdict(asked.config), "asked": len(items),
             "left_out_as_repeated": asked.left_out, "seconds": round(time.perf_counter() - t0, 1),
-            **rates(sum(checks, DrillCheck())), "by_encoding": transcription_by_encoding(items, checks),
-            "first_reply": replies[0] if replies else None}
+            **solved_rates(items, replies), **rates(sum(checks, DrillCheck())),
+            "by_encoding": transcription_by_encoding(items, checks), "first_reply": replies[0] if replies else None}
+
+
+def solved_rates(items: Sequence[Drill], replies: Sequence[str]) -> dict[str, Any]:
+    """The drills each reply solves (:meth:`LookupDrill.solved`: the asked lookup, exact; a transcription: the
+    graph), their share with a bootstrap interval over drills, and each drill's outcome by id (for
+    ``calver drill-compare``)."""
+    from calver.evaluation.bootstrap import mean_ci
+
+    per = {d.id: int(d.solved(r)) for d, r in zip(items, replies)}
+    ci = mean_ci(list(per.values()), list(per), cluster_key="drill") if per else None
+    return {"solved": ci["estimate"] if ci else None, "solved_ci": [ci["ci_low"], ci["ci_high"]] if ci else None,
+            "per_drill": per}
 
 
 def _main(args) -> int:
@@ -161,7 +173,64 @@ def _main(args) -> int:
     return 0
 
 
+@dataclass
+class DrillCompareConfig:
+    """``calver drill-compare --a REPORT.json --b REPORT.json [--out FILE]``."""
+
+    a: str = cfg_field(help="a `calver drill-report --out` JSON")
+    b: str = cfg_field(help="another, asked with the same drill settings (only the drills both asked are paired)")
+    out: str | None = cfg_field(None, help="write the comparison as JSON here (default: print only)")
+
+
+def _read_report(path: str) -> dict[str, Any]:
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable drill report ({e})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("per_drill"), dict) or "drills" not in report:
+        raise ValueError(f"{path}: not a drill report with per-drill outcomes (per_drill)")
+    return report
+
+
+def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Drills solved, ``b`` − ``a``, paired over the drills both asked, with a bootstrap interval over drills.
+    ValueError when the two asked different drill settings or share no drill."""
+    from calver.evaluation.bootstrap import paired_diff_ci
+
+    if a["drills"] != b["drills"]:
+        raise ValueError("the two reports asked drills drawn with different settings")
+    ids = [i for i in a["per_drill"] if i in b["per_drill"]]
+    if not ids:
+        raise ValueError("the two reports share no drill")
+    res = paired_diff_ci([b["per_drill"][i] for i in ids], [a["per_drill"][i] for i in ids], ids,
+                         cluster_key="drill")
+    return {"a": a.get("model"), "b": b.get("model"), "drills": len(ids), "solved_a": res["mean_b"],
+            "solved_b": res["mean_a"], "b_minus_a": res["estimate"], "ci": [res["ci_low"], res["ci_high"]]}
+
+
+def _compare_main(args) -> int:
+    cfg = parse_command("drill-compare", DrillCompareConfig, args)
+    if cfg is None:
+        return 2
+    try:
+        res = compare_reports(_read_report(cfg.a), _read_report(cfg.b))
+    except ValueError as e:
+        print(f"calver drill-compare: error: {e}", file=sys.stderr)
+        return 2
+    text = json.dumps(res, indent=2)
+    if cfg.out:
+        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(cfg.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
 def add_commands(subparsers) -> None:
     p = add_command(subparsers, "drill-report", (DrillReportConfig,), description=__doc__,
                     help="ask a model held-out lookup and transcription drills; check its replies against the graphs")
     p.set_defaults(func=_main)
+    p = add_command(subparsers, "drill-compare", (DrillCompareConfig,),
+                    description="Drills solved by b minus drills solved by a, paired over the drills both reports "
+                                "asked, with a percentile bootstrap interval over drills.",
+                    help="drills solved by two policies, paired over the same drills, with a bootstrap interval")
+    p.set_defaults(func=_compare_main)
