@@ -223,6 +223,12 @@ def test_drill_compare_pairs_the_drills_both_reports_asked(tmp_path, capsys):
     assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "b.json"),
                      "--out", str(tmp_path / "c.json")]) == 0
     assert json.loads((tmp_path / "c.json").read_text())["drills"] == 60
+    (tmp_path / "odd.json").write_text(json.dumps({**b, "per_drill": {"x": "yes"}}))
+    assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "odd.json")]) == 2
+    assert "per_drill outcomes must be 0 or 1" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "b.json"),
+                     "--out", str(tmp_path / "file" / "c.json")]) == 2
     (tmp_path / "bad.json").write_text('{"model": "m"}')
     assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "bad.json")]) == 2
     assert cli_main(["drill-compare", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "none.json")]) == 2

@@ -29,7 +29,15 @@ from typing import Any, ClassVar, Sequence
 from calver.data_gen.graphs import label, random_skeleton
 from calver.data_gen.names import NAMINGS, node_names
 from calver.data_gen.prompts import problem_text
-from calver.data_gen.rationales import LOOKUP_RE, Counts, LookupCheck, check_lookups, lookup_line
+from calver.data_gen.rationales import (
+    LOOKUP_RE,
+    Counts,
+    LookupCheck,
+    check_lookups,
+    listed_edges,
+    lookup_line,
+    node_edges,
+)
 from calver.verifier.contract import format_path, split_slots
 from calver.verifier.formats.common import RenderOrder
 from calver.verifier.graph import CausalGraph, GraphError
@@ -191,11 +199,10 @@ class LookupDrill(_GraphDrill):
     def solved(self, reply: str) -> bool:
         """Whether ``reply`` states a lookup of the asked node and kind (``Edges into L: ...``) listing exactly
         its edges: a reply that looks up another node, or states nothing, does not solve the drill."""
-        want = {(p, self.node) for p in self.graph.parents(self.node)} if self.kind == "into" else {
-            (self.node, c) for c in self.graph.children(self.node)}
+        want = set(node_edges(self.graph, self.kind, self.node))
         for head, kind, node, text in LOOKUP_RE.findall(reply):
             if head == "Edges" and kind == self.kind and node == self.node:
-                listed = [] if text == "none" else [tuple(e.split(" -> ", 1)) for e in text.split(", ")]
+                listed = listed_edges(text)
                 return len(listed) == len(want) and set(listed) == want
         return False
 

@@ -81,6 +81,16 @@ def _lookup(kind: str, node: str, pairs: list[tuple[str, str]], rank: Rank) -> s
     return f"Scan for edges {kind} {format_path([node])}: {marks or 'none'}. {found}"
 
 
+def node_edges(g: CausalGraph, kind: str, node: str) -> list[tuple[str, str]]:
+    """``node``'s directed edges of ``kind``: ``into`` it (from its parents) or ``out of`` it (to its children)."""
+    return [(p, node) for p in g.parents(node)] if kind == "into" else [(node, c) for c in g.children(node)]
+
+
+def listed_edges(text: str) -> list[tuple[str, ...]]:
+    """The edges a lookup lists (``K -> L, N -> L`` or ``none``), as written."""
+    return [] if text == "none" else [_edge(e) for e in text.split(", ")]
+
+
 def lookup_line(kind: str, node: str, g: CausalGraph, order: RenderOrder | None = None, scan: bool = True) -> str:
     """The lookup of the edges ``kind`` (``into`` / ``out of``) ``node``, over ``g``'s directed edges in
     ``order`` (default: sorted), as a rationale writes it, alone (the lookup drills): after a scan of every
@@ -89,8 +99,7 @@ def lookup_line(kind: str, node: str, g: CausalGraph, order: RenderOrder | None 
         raise ValueError(f"lookup_line: kind must be 'into' or 'out of', got {kind!r}")
     if node not in g.nodes:
         raise ValueError(f"lookup_line: {node!r} is not a node of the graph")
-    pairs = [(p, node) for p in g.parents(node)] if kind == "into" else [(node, c) for c in g.children(node)]
-    return _lookup(kind, node, pairs, Rank(order_of(g, order).directed, scan=scan))
+    return _lookup(kind, node, node_edges(g, kind, node), Rank(order_of(g, order).directed, scan=scan))
 
 
 def _into(g: CausalGraph, node: str, rank: Rank) -> str:
@@ -246,13 +255,8 @@ def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
         if head == "Scan for edges":
             out += _check_scan(kind, node, text, g)
             continue
-        listed = set() if text == "none" else {_edge(e) for e in text.split(", ")}
-        if node not in g.nodes:
-            true: set[tuple[str, ...]] = set()
-        elif kind == "into":
-            true = {(p, node) for p in g.parents(node)}
-        else:
-            true = {(node, c) for c in g.children(node)}
+        listed = set(listed_edges(text))
+        true: set[tuple[str, ...]] = set(node_edges(g, kind, node)) if node in g.nodes else set()
         out += LookupCheck(1, int(node in g.nodes and listed == true), len(listed), len(listed & true),
                            sum(1 for e in listed if len(e) == 2 and e in g.directed), len(true))
     return out

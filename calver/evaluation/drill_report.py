@@ -189,6 +189,8 @@ def _read_report(path: str) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable drill report ({e})") from None
     if not isinstance(report, dict) or not isinstance(report.get("per_drill"), dict) or "drills" not in report:
         raise ValueError(f"{path}: not a drill report with per-drill outcomes (per_drill)")
+    if any(v not in (0, 1) or isinstance(v, float) for v in report["per_drill"].values()):
+        raise ValueError(f"{path}: per_drill outcomes must be 0 or 1")
     return report
 
 
@@ -214,13 +216,13 @@ def _compare_main(args) -> int:
         return 2
     try:
         res = compare_reports(_read_report(cfg.a), _read_report(cfg.b))
-    except ValueError as e:
+        text = json.dumps(res, indent=2)
+        if cfg.out:
+            Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(cfg.out).write_text(text + "\n")
+    except (ValueError, OSError) as e:  # a report that does not read or pair; an --out that cannot be written
         print(f"calver drill-compare: error: {e}", file=sys.stderr)
         return 2
-    text = json.dumps(res, indent=2)
-    if cfg.out:
-        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.out).write_text(text + "\n")
     print(text)
     return 0
 
