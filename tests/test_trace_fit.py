@@ -108,3 +108,16 @@ def test_the_command_exits_2_on_a_missing_file_or_a_malformed_set(tmp_path, caps
 def test_a_row_without_a_trace_is_named():
     with pytest.raises(ValueError, match=r"row 'r1'.*assistant"):
         fit_rows(None, None, [{"id": "r1", "task": "t", "messages": [{"role": "user", "content": "x"}]}])
+
+
+@require_modules("transformers", "torch")
+def test_an_out_folder_that_cannot_be_written_exits_2_after_the_table(tiny_model_dir, tmp_path, capsys):
+    from calver.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in _rows(1)))
+    (tmp_path / "file").write_text("")
+    assert main(["fit-report", "--model", str(tiny_model_dir), "--rows", f"t={rows}",
+                 "--out", str(tmp_path / "file" / "fit")]) == 2
+    got = capsys.readouterr()
+    assert "| GRAPH |" in got.out and "cannot write" in got.err

@@ -164,12 +164,21 @@ def _main(args) -> int:
     except (OSError, ValueError) as e:  # a bad drill setting, exclude data that does not read
         print(f"calver drill-report: error: {e}", file=sys.stderr)
         return 2
-    report = run_drill_report(cfg, asked)
-    text = json.dumps(report, indent=2)
-    if cfg.out:
-        Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(cfg.out).write_text(text + "\n")
-    print(text, file=sys.stdout)
+    return _emit("drill-report", run_drill_report(cfg, asked), cfg.out)
+
+
+def _emit(command: str, result: dict[str, Any], out: str | None) -> int:
+    """Print ``result`` as JSON and write it to ``out``; a file that cannot be written exits 2, after the print
+    (a report that took minutes of generation is not lost)."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if out:
+        try:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(text + "\n")
+        except OSError as e:
+            print(f"calver {command}: error: cannot write {out}: {e}", file=sys.stderr)
+            return 2
     return 0
 
 
@@ -216,15 +225,10 @@ def _compare_main(args) -> int:
         return 2
     try:
         res = compare_reports(_read_report(cfg.a), _read_report(cfg.b))
-        text = json.dumps(res, indent=2)
-        if cfg.out:
-            Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(cfg.out).write_text(text + "\n")
-    except (ValueError, OSError) as e:  # a report that does not read or pair; an --out that cannot be written
+    except ValueError as e:  # a report that does not read or pair
         print(f"calver drill-compare: error: {e}", file=sys.stderr)
         return 2
-    print(text)
-    return 0
+    return _emit("drill-compare", res, cfg.out)
 
 
 def add_commands(subparsers) -> None:

@@ -213,12 +213,16 @@ def _cli(args) -> int:
     md = markdown(fits)
     print(md)
     if cfg.out:
-        out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "fit.md").write_text(md)
         data: dict[str, Any] = {"model": cfg.model, "rows": cfg.sets,
                                 "fits": {n: {k: asdict(v) for k, v in f.items()} for n, f in fits.items()}}
-        (out / "fit.json").write_text(json.dumps(data, indent=2))
+        try:
+            out = Path(cfg.out)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "fit.md").write_text(md)
+            (out / "fit.json").write_text(json.dumps(data, indent=2))
+        except OSError as e:  # the table is printed above, so the run is not lost
+            print(f"calver fit-report: error: cannot write {cfg.out}: {e}", file=sys.stderr)
+            return 2
     return 0
 
 
