@@ -409,6 +409,19 @@ def test_gen_writes_rule_style_drills_alone_with_n_0(tmp_path, capsys):
     assert not (tmp_path / "bad").exists()
 
 
+@require_modules("datasets")
+def test_gen_drills_alone_need_no_task(tmp_path, capsys):
+    args = ["gen", "--n", "0", "--seed", "5", "--n_nodes", "4", "6", "--drills", "6", "--drill_lookup", "rule"]
+    assert cli_main([*args, "--out", str(tmp_path / "bare")]) == 0
+    assert cli_main([*args, "--tasks", "backdoor_set", "--out", str(tmp_path / "named")]) == 0
+    assert _lines(tmp_path / "bare" / "sft.jsonl") == _lines(tmp_path / "named" / "sft.jsonl")  # the task adds nothing
+    assert len(_lines(tmp_path / "bare" / "sft.jsonl")) == 6
+    # problems still need a task: n > 0 without one is refused before anything is written
+    assert cli_main(["gen", "--n", "2", "--seed", "5", "--drills", "6", "--out", str(tmp_path / "bad")]) == 2
+    assert "field 'tasks' is required" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_drill_report_asks_the_lookup_style_it_is_given():
     cfg = DrillReportConfig(model="m", n=5, seed=3, lookup="rule")
     asked = asked_drills(cfg).items

@@ -40,9 +40,11 @@ def add_commands(subparsers) -> None:
 
 def build_run(args: argparse.Namespace) -> RunConfig:
     rc = parse_run(args.config, args)
-    if not rc.tasks:
-        raise ConfigError("field 'tasks' is required: pass --tasks TASK (or 'all') or set tasks in the config")
-    if rc.n <= 0 and not rc.drills:  # n 0 with drills: a set of drills alone
+    drills_alone = rc.n == 0 and rc.drills > 0  # n 0 with drills: a set of drills alone, no task needed
+    if not rc.tasks and not drills_alone:
+        raise ConfigError("field 'tasks' is required: pass --tasks TASK (or 'all') or set tasks in the config "
+                          "(or --n 0 --drills N for drills alone)")
+    if rc.n <= 0 and not rc.drills:
         raise ConfigError("field 'n' must be a positive integer (or 0 beside --drills N): pass --n N or set n "
                           "in the config")
     return rc
@@ -85,7 +87,7 @@ def run_gen(args: argparse.Namespace) -> int:
 
     try:
         rc = build_run(args)
-        tasks = resolve_tasks(rc.tasks)
+        tasks = resolve_tasks(rc.tasks) if rc.tasks else []
         check_task_limits(rc.gen, tasks)
         if not args.dry_run:
             check_out_dir(rc.out)

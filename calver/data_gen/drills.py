@@ -148,7 +148,10 @@ class _GraphDrill:
     graph: CausalGraph
     order: RenderOrder
     task: ClassVar[str]
-    system: ClassVar[str]
+
+    @property
+    def system(self) -> str:
+        raise NotImplementedError
 
     @property
     def graph_line(self) -> str:
@@ -181,7 +184,7 @@ class LookupDrill(_GraphDrill):
     task: ClassVar[str] = DRILL_TASK
 
     @property
-    def system(self) -> str:  # type: ignore[override]
+    def system(self) -> str:
         return DRILL_SYSTEM if self.scan else RULE_DRILL_SYSTEM
 
     @property
@@ -214,7 +217,10 @@ class TranscriptionDrill(_GraphDrill):
     encoding: str = "arrows"
     kind: ClassVar[str] = "transcribe"
     task: ClassVar[str] = TRANSCRIBE_TASK
-    system: ClassVar[str] = TRANSCRIBE_SYSTEM
+
+    @property
+    def system(self) -> str:
+        return TRANSCRIBE_SYSTEM
 
     @property
     def question(self) -> str:

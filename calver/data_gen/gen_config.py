@@ -169,7 +169,8 @@ class RunConfig:
     """A generation run: which tasks, how many items each, where to write, and the GenConfig."""
 
     gen: GenConfig = cfg_field(help="per-item parameters (the GenConfig keys of the same file)", key=False)
-    tasks: tuple[str, ...] = cfg_field((), help="task families to generate, or 'all'", aliases=("task",))
+    tasks: tuple[str, ...] = cfg_field((), help="task families to generate, or 'all' (none for drills alone: --n 0 "
+                                       "--drills N)", aliases=("task",))
     n: int = cfg_field(0, help="problems per task")
     out: str | None = cfg_field(None, help="output directory")
     level: str | None = cfg_field(None, help="rewrite each problem as L1 / L2 / L3 prose (calver.data_gen.text_levels)")
