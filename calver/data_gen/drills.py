@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Sequence
 
 from calver.data_gen.graphs import label, random_skeleton
 from calver.data_gen.names import NAMINGS, node_names
-from calver.data_gen.prompts import problem_text
+from calver.data_gen.prompts import VERBATIM_ENCODINGS, problem_text
 from calver.data_gen.rationales import (
     LOOKUP_RE,
     Counts,
@@ -55,6 +55,8 @@ KINDS = (*LOOKUP_KINDS, "transcribe")
 GRAPH_KINDS = ("DAG", "ADMG", "directed")
 TRAINING_NAMINGS = ("letters", "random_letters", "identifiers", "phrases")
 TRAINING_ENCODINGS = ("arrows", "clear", "json_parents", "prose", "matrix")  # configs/gen/training-mix.yaml's
+# the GRAPH lines a trace writes, so the ones a lookup reads: an arrow list, or a matrix / parents map copied as shown
+LOOKUP_GRAPH_LINES = ("arrows", *VERBATIM_ENCODINGS)
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,9 @@ class DrillConfig:
     edges listed in a random order when ``shuffle_order`` (else sorted); one of ``kinds`` per drill (a lookup
     ``into`` / ``out of`` a node, or ``transcribe`` from one of ``encodings``); a lookup answered as ``lookup``
     says: ``scan`` (a yes/no pass over the edges, then the list) or ``rule`` (the list alone, the line a rule
-    rationale writes). The default namings and encodings are the training mix's: the domain vocabularies are
-    the held-out split's names."""
+    rationale writes), over a GRAPH line written in one of ``lookup_encodings`` drawn per lookup
+    (:data:`LOOKUP_GRAPH_LINES`: what a trace's GRAPH slot writes, so what its lookups read). The default
+    namings and encodings are the training mix's: the domain vocabularies are the held-out split's names."""
 
     n: int = 1000
     seed: int = 0
@@ -80,6 +83,7 @@ class DrillConfig:
     kinds: tuple[str, ...] = LOOKUP_KINDS
     encodings: tuple[str, ...] = TRAINING_ENCODINGS
     lookup: str = "scan"
+    lookup_encodings: tuple[str, ...] = ("arrows",)
 
     def __post_init__(self) -> None:
         if self.n < 0:
@@ -89,7 +93,8 @@ class DrillConfig:
         if not 0.0 < self.density <= 1.0 or not 0.0 <= self.latent <= 1.0:
             raise ValueError("drills: density must be in (0, 1] and latent in [0, 1]")
         for got, allowed, what in ((self.graph_kinds, GRAPH_KINDS, "graph_kinds"), (self.kinds, KINDS, "kinds"),
-                                   (self.namings, NAMINGS, "namings"), (self.encodings, RENDER_FORMATS, "encodings")):
+                                   (self.namings, NAMINGS, "namings"), (self.encodings, RENDER_FORMATS, "encodings"),
+                                   (self.lookup_encodings, LOOKUP_GRAPH_LINES, "lookup_encodings")):
             if not got or set(got) - set(allowed):
                 raise ValueError(f"drills: {what} must be a non-empty subset of {allowed}, got {got!r}")
         if self.lookup not in LOOKUP_STYLES:
@@ -176,12 +181,20 @@ class _GraphDrill:
 @dataclass(frozen=True)
 class LookupDrill(_GraphDrill):
     """The edges ``kind`` (``into`` / ``out of``) ``node`` in the graph's GRAPH line, found by a scan (or, with
-    ``scan`` off, listed alone)."""
+    ``scan`` off, listed alone). The GRAPH line is written in ``encoding`` (:data:`LOOKUP_GRAPH_LINES`), as a
+    trace's GRAPH slot would write it, and the lookup lists the edges in the order that line shows them."""
 
     kind: str = "into"
     node: str = ""
     scan: bool = True
+    encoding: str = "arrows"
     task: ClassVar[str] = DRILL_TASK
+
+    @property
+    def graph_line(self) -> str:
+        if self.encoding == "arrows":
+            return super().graph_line
+        return "GRAPH: " + render_graph(self.graph, self.encoding, self.order)
 
     @property
     def system(self) -> str:
@@ -193,7 +206,8 @@ class LookupDrill(_GraphDrill):
 
     @property
     def answer(self) -> str:
-        return lookup_line(self.kind, self.node, self.graph, self.order, scan=self.scan)
+        order = self.order if self.encoding == "arrows" else reading_order(self.graph, self.encoding, self.order)
+        return lookup_line(self.kind, self.node, self.graph, order, scan=self.scan)
 
     def check(self, reply: str) -> DrillCheck:
         """``reply``'s scans and lookups, checked against the graph."""
@@ -269,17 +283,25 @@ def draw_drill(cfg: DrillConfig, i: int) -> Drill:
     ends = sorted({e[1] if kind == "into" else e[0] for e in directed})
     # most lookups ask about a node with edges of that kind, as the rules do; some about one without
     node = rng.choice(ends) if rng.random() < 0.85 else rng.choice(nodes)
-    return LookupDrill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node, scan=cfg.lookup == "scan")
+    encoding = rng.choice(cfg.lookup_encodings)  # drawn last: the drill's graph and node do not depend on it
+    try:
+        render_graph(g, encoding, order)
+    except GraphError:  # a name a parents map reserves: the arrow list says the same
+        encoding = "arrows"
+    return LookupDrill(f"{DRILL_TASK}-{cfg.seed}-{i}", g, order, kind, node, scan=cfg.lookup == "scan",
+                       encoding=encoding)
 
 
 def drill_config(n: int, seed: int, n_nodes: Sequence[int], namings: Sequence[str],
                  kinds: Sequence[str] = LOOKUP_KINDS, encodings: Sequence[str] = TRAINING_ENCODINGS,
-                 lookup: str = "scan") -> DrillConfig:
+                 lookup: str = "scan", lookup_encodings: Sequence[str] = ("arrows",)) -> DrillConfig:
     """The drills of a ``calver gen`` run: its seed, node range, namings and encodings (``n_nodes``: N or MIN,
-    MAX), of the ``kinds`` asked, lookups answered in the ``lookup`` style."""
+    MAX), of the ``kinds`` asked, lookups answered in the ``lookup`` style over GRAPH lines in
+    ``lookup_encodings``."""
     lo, hi = (n_nodes[0], n_nodes[-1])
     return DrillConfig(n=n, seed=seed, min_nodes=max(2, lo), max_nodes=max(2, hi), namings=tuple(namings),
-                       kinds=tuple(kinds), encodings=tuple(encodings), lookup=lookup)
+                       kinds=tuple(kinds), encodings=tuple(encodings), lookup=lookup,
+                       lookup_encodings=tuple(lookup_encodings))
 
 
 def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
@@ -290,7 +312,10 @@ def drill_config_from_dict(d: dict[str, Any]) -> DrillConfig:
 
 def drill_graph_record(d: Drill) -> dict[str, Any]:
     """What ``drills.jsonl`` keeps of a drill: its id and graph (arrow text and class), what it asks."""
-    asked = {"encoding": d.encoding} if isinstance(d, TranscriptionDrill) else {"node": d.node}
+    if isinstance(d, TranscriptionDrill):
+        asked: dict[str, str] = {"encoding": d.encoding}
+    else:  # an arrow-line lookup's record is as it was before lookups had an encoding
+        asked = {"node": d.node, **({"encoding": d.encoding} if d.encoding != "arrows" else {})}
     return {"id": d.id, "graph": d.graph.to_text(d.order), "graph_class": d.graph.kind.value, "kind": d.kind,
             **asked}
 

@@ -202,6 +202,10 @@ class RunConfig:
     drill_lookup: str = cfg_field("scan", help="how a lookup drill answers: scan (a yes/no pass over the GRAPH "
                                   "line's edges, then the list: a scan rationale's lookup) | rule (the list alone: "
                                   "a rule rationale's lookup line)")
+    drill_lookup_encodings: list[str] = cfg_field(help="the GRAPH lines the lookup drills read, one drawn per drill: "
+                                                  "arrows | json_parents | matrix (a parents map or matrix as a "
+                                                  "verbatim GRAPH slot copies it: the context of a trace's lookup "
+                                                  "on those prompts)", default_factory=lambda: ["arrows"])
 
     def __post_init__(self) -> None:
         if self.tasks:
@@ -226,6 +230,11 @@ class RunConfig:
         if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
             raise ConfigError(f"field 'drill_kinds' must be a list of drill kinds, got {kinds!r}")
         self.drill_kinds = list(kinds)
+        lines = [self.drill_lookup_encodings] if isinstance(self.drill_lookup_encodings, str) \
+            else self.drill_lookup_encodings
+        if not isinstance(lines, list) or not all(isinstance(e, str) for e in lines):
+            raise ConfigError(f"field 'drill_lookup_encodings' must be a list of GRAPH line encodings, got {lines!r}")
+        self.drill_lookup_encodings = list(lines)
         encs = self.drill_encodings
         if encs is not None:
             encs = [encs] if isinstance(encs, str) else encs
@@ -236,7 +245,7 @@ class RunConfig:
         try:
             self.drill_config()
         except ValueError as e:
-            raise ConfigError(f"field 'drill_kinds' / 'drill_lookup': {e}") from None
+            raise ConfigError(f"field 'drill_kinds' / 'drill_lookup' / 'drill_lookup_encodings': {e}") from None
         if self.rationale not in RATIONALES:
             raise ConfigError(f"field 'rationale' must be one of {RATIONALES}, got {self.rationale!r}")
         if self.graph_slot not in GRAPH_SLOTS:
@@ -251,7 +260,7 @@ class RunConfig:
             verbatim = VERBATIM_ENCODINGS if self.graph_slot == "verbatim" else ()
             encodings = [e for e in self.gen.encoding if e not in verbatim] or ["arrows"]
         return drill_config(self.drills, self.gen.seed, self.gen.n_nodes, self.gen.naming, self.drill_kinds,
-                            encodings, self.drill_lookup)
+                            encodings, self.drill_lookup, self.drill_lookup_encodings)
 
     def trace_style(self) -> TraceStyle:
         """How the run's SFT rows are written; the witness cap is ``witnesses``, or 0 under the compact system."""

@@ -53,6 +53,9 @@ class DrillReportConfig:
                                      default_factory=lambda: list(TRAINING_ENCODINGS))
     lookup: str = cfg_field("scan", help="how the lookups are asked (their system message) and answered: scan | rule "
                             "(as `calver gen --drill_lookup`)")
+    lookup_encodings: list[str] = cfg_field(help="the GRAPH lines the lookups read, one drawn per drill: arrows | "
+                                            "json_parents | matrix (as `calver gen --drill_lookup_encodings`)",
+                                            default_factory=lambda: ["arrows"])
     adapter: str | None = cfg_field(None, help="a LoRA adapter over --model (default: the model alone)")
     exclude: list[str] = cfg_field(help="training data (`calver gen --out` folders or problems JSONL files) whose "
                                    "graphs, and drills' graphs, the asked drills must not repeat up to renaming: "
@@ -64,7 +67,7 @@ class DrillReportConfig:
     def drill_config(self) -> DrillConfig:
         return DrillConfig(n=self.n, seed=self.seed, min_nodes=self.min_nodes, max_nodes=self.max_nodes,
                            namings=tuple(self.naming), kinds=tuple(self.kinds), encodings=tuple(self.encodings),
-                           lookup=self.lookup)
+                           lookup=self.lookup, lookup_encodings=tuple(self.lookup_encodings))
 
 
 def _share(a: int, b: int) -> float | None:
