@@ -168,6 +168,44 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     assert rationale_lookups(load_units(plain.root)) is None
 
 
+def test_policy_report_counts_lookups_per_prompt_encoding_and_family(tmp_path):
+    """per_group: each encoding's (and family's) rationale lookups are counted apart, against the source graph:
+    exact traces on arrow-list prompts, a lookup naming an edge the graph lacks on JSON-map prompts; the markdown
+    row of each group says its share and count."""
+    from fixtures import build_pool
+
+    from calver.data_gen.prompts import prompt_encoding
+    from calver.evaluation.policy_report import encoding_of, grade_heuristics, markdown, per_group, report_pool, task_of
+    from calver.evaluation.units import load_units
+
+    probs = []
+    for seed, enc in enumerate(("arrows", "json_parents"), start=7):  # a seed each: problem ids are per seed
+        cfg = GenConfig(seed=seed, n_nodes=(4, 9), variants=("any",), encoding=(enc,), naming=("letters",))
+        probs += [p for p in generate("backdoor_set", 12, cfg)
+                  if p.graph.parents(get_family(p.task).normalize_query(p)["treatment"])][:3]
+    assert [prompt_encoding(p) for p in probs] == ["arrows"] * 3 + ["json_parents"] * 3
+
+    def wrong(p):  # the treatment's lookup lists an edge from a node that is not its parent
+        x = get_family(p.task).normalize_query(p)["treatment"]
+        fake = next(n for n in p.graph.nodes if n != x and n not in p.graph.parents(x))
+        return f"Rule: adjust for the parents of {x}. Edges into {x}: {fake} -> {x}.\n\nSTRATEGY: {{}}"
+
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, REASONED)] * 2) for p in probs[:3]]
+                      + [(p, 0, [wrong(p)]) for p in probs[3:]], raw_texts=True)
+    units = load_units(pool.root)
+    by_enc = per_group(grade_heuristics(units), encoding_of, draws=50, seed=0)
+    assert by_enc["arrows"]["rationale_lookups"]["lookups"] == 6 and by_enc["arrows"]["rationale_lookups"]["exact"] == 1
+    assert by_enc["json_parents"]["rationale_lookups"]["lookups"] == 3
+    assert by_enc["json_parents"]["rationale_lookups"]["exact"] == 0
+    assert by_enc["json_parents"]["rationale_lookups"]["precision"] == 0
+    by_task = per_group(grade_heuristics(units), task_of, draws=50, seed=0)
+    assert by_task["backdoor_set"]["rationale_lookups"]["lookups"] == 9
+    assert by_task["backdoor_set"]["rationale_lookups"]["exact"] == pytest.approx(6 / 9)
+    text = markdown({"p": report_pool(units, shuffles=1, draws=50, seed=0)}, {})
+    rows = [r for r in text.splitlines() if r.startswith("| p | json_parents |") or r.startswith("| p | arrows |")]
+    assert [r.rsplit("|", 2)[1].strip() for r in rows] == ["100.0 of 6", "0.0 of 3"]
+
+
 @pytest.mark.parametrize("task", ["backdoor_set", "frontdoor_set", "separation_set"])
 def test_scan_rationale_lists_every_edge_in_graph_order_and_marks_the_node_s(task):
     """The scan style: before each lookup, every directed edge of the GRAPH line in its order, marked yes exactly

@@ -6,8 +6,8 @@ For each pool (``--pool name=DIR``) it puts side by side, each with a problem-cl
 - the answer-free heuristics on the same problems (random subset of the candidate nodes, all candidates, the
   empty set, the family rule: :mod:`calver.evaluation.baselines`) and the policy's valid-answer rate minus
   each, paired by problem;
-- per task family and per prompt graph encoding (:func:`per_group`): GRAPH, 6/6, valid answers and rule
-  agreement, beside the family rule's and a random subset's valid answers;
+- per task family and per prompt graph encoding (:func:`per_group`): GRAPH, 6/6, valid answers, rule
+  agreement and exact rationale lookups, beside the family rule's and a random subset's valid answers;
 - rule agreement: the share of candidates whose answer equals the family's rule answer (the first rule
   proposal valid on the problem's source), over problems whose family has a rule;
 - the shuffled-problem control (:func:`shuffled_control`): candidates graded against another problem of
@@ -100,7 +100,9 @@ def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws
               seed: int) -> dict[str, dict[str, Any]]:
     """Per group of units (``key``: :func:`task_of`, the family; :func:`encoding_of`, the prompt's graph
     encoding): the GRAPH bit, 6/6, valid answers and rule agreement, beside the family rule's and a random
-    subset's valid-answer rates on the same problems (which family or encoding a policy learned, which not)."""
+    subset's valid-answer rates on the same problems (which family or encoding a policy learned, which not), and
+    the group's rationale lookups (:func:`rationale_lookups`: a lookup learned over one GRAPH line may not run over
+    another)."""
     groups: dict[str, HeuristicGrades] = {}
     for u, valid in graded:
         groups.setdefault(key(u), []).append((u, valid))
@@ -113,7 +115,8 @@ def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws
         out[task] = {"n_units": len(us), "graph": stats["bit_graph"], "six_rate": stats["six_rate"],
                      "valid_rate": stats["valid_rate"],
                      "rule_agreement": mean_ci(agree, cl, draws=draws, seed=seed) if agree else {"n_units": 0},
-                     **{h: base[h].get("baseline", {"n_units": 0}) for h in ("family_rule", "random_subset")}}
+                     **{h: base[h].get("baseline", {"n_units": 0}) for h in ("family_rule", "random_subset")},
+                     "rationale_lookups": rationale_lookups(us)}
     return out
 
 
@@ -176,12 +179,14 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
                              ("per_encoding", "prompt graph encoding", "encoding")):
         lines += ["", f"Per {what} (%; the family rule's and a random subset's valid answers on the same problems):",
                   "", f"| policy | {col} | problems | GRAPH | 6/6 | valid answers | rule agreement | family rule | "
-                  "random subset |", "|---|---|---:|---|---|---|---|---|---|"]
+                  "random subset | rationale lookups exact |", "|---|---|---:|---|---|---|---|---|---|---|"]
         for name, r in reports.items():
             for group, t in r[field].items():
+                lk = t.get("rationale_lookups")
+                looked = f"{pct(lk['exact'])} of {lk['lookups']}" if lk else "–"
                 lines.append(f"| {name} | {group} | {t['n_units']} | {ci_text(t['graph'])} | {ci_text(t['six_rate'])} "
                              f"| {ci_text(t['valid_rate'])} | {ci_text(t['rule_agreement'])} | "
-                             f"{ci_text(t['family_rule'])} | {ci_text(t['random_subset'])} |")
+                             f"{ci_text(t['family_rule'])} | {ci_text(t['random_subset'])} | {looked} |")
     looked = {n: r["rationale_lookups"] for n, r in reports.items() if r.get("rationale_lookups")}
     if looked:
         lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
