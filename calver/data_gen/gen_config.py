@@ -164,6 +164,14 @@ class GenConfig:
         return dataclasses.replace(self, **changes)
 
 
+def _str_list(value: Any, name: str, what: str) -> list[str]:
+    """A list field given as one string or a list of strings (YAML or flags), as a list; ConfigError otherwise."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"field '{name}' must be a list of {what}, got {items!r}")
+    return list(items)
+
+
 @dataclass
 class RunConfig:
     """A generation run: which tasks, how many items each, where to write, and the GenConfig."""
@@ -226,15 +234,9 @@ class RunConfig:
             raise ConfigError(f"field 'witnesses' must be null or an integer >= 0, got {self.witnesses!r}")
         if not _is_int(self.drills) or not 0 <= self.drills <= MAX_N:
             raise ConfigError(f"field 'drills' must be an integer in 0..{MAX_N:,}, got {self.drills!r}")
-        kinds = [self.drill_kinds] if isinstance(self.drill_kinds, str) else self.drill_kinds
-        if not isinstance(kinds, list) or not all(isinstance(k, str) for k in kinds):
-            raise ConfigError(f"field 'drill_kinds' must be a list of drill kinds, got {kinds!r}")
-        self.drill_kinds = list(kinds)
-        lines = [self.drill_lookup_encodings] if isinstance(self.drill_lookup_encodings, str) \
-            else self.drill_lookup_encodings
-        if not isinstance(lines, list) or not all(isinstance(e, str) for e in lines):
-            raise ConfigError(f"field 'drill_lookup_encodings' must be a list of GRAPH line encodings, got {lines!r}")
-        self.drill_lookup_encodings = list(lines)
+        self.drill_kinds = _str_list(self.drill_kinds, "drill_kinds", "drill kinds")
+        self.drill_lookup_encodings = _str_list(self.drill_lookup_encodings, "drill_lookup_encodings",
+                                                "GRAPH line encodings")
         encs = self.drill_encodings
         if encs is not None:
             encs = [encs] if isinstance(encs, str) else encs
