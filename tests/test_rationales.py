@@ -206,6 +206,45 @@ def test_policy_report_counts_lookups_per_prompt_encoding_and_family(tmp_path):
     assert [r.rsplit("|", 2)[1].strip() for r in rows] == ["100.0 of 6", "0.0 of 3"]
 
 
+def test_policy_report_splits_lookups_into_copy_and_lookup(tmp_path):
+    """rationale_lookups tells the copy from the lookup: a trace whose GRAPH slot drops an edge into the treatment
+    and whose lookup reads that slot right is exact against its own slot, not against the source, and is not
+    counted among GRAPH-bit candidates; a trace that copies the graph right and then lists a wrong edge is counted
+    among them, not exact either way; a canonical trace is exact in all three. The markdown says both splits."""
+    from fixtures import build_pool
+
+    from calver.evaluation.policy_report import markdown, rationale_lookups, report_pool
+    from calver.evaluation.units import load_units
+    from calver.verifier import render_graph
+
+    cfg = GenConfig(seed=11, n_nodes=(5, 9), variants=("any",), encoding=("arrows",), naming=("identifiers",))
+    p = next(p for p in generate("backdoor_set", 40, cfg)
+             if len(p.graph.parents(get_family(p.task).normalize_query(p)["treatment"])) >= 2)
+    x = get_family(p.task).normalize_query(p)["treatment"]
+    parents = sorted(p.graph.parents(x))
+    edges = lambda ps: ", ".join(f"{a} -> {x}" for a in ps)  # noqa: E731
+    dropped = p.graph.with_edges(remove_directed=[(parents[0], x)])
+    good = canonical_trace(p, REASONED)
+    miscopied = (f"GRAPH: {render_graph(dropped, 'arrows')}\n\nRule: adjust for the parents of {x}. "
+                 f"Edges into {x}: {edges(parents[1:])}.\n\nSTRATEGY: {{}}")
+    fake = next(n for n in p.graph.nodes if n != x and n not in parents)
+    misread = (f"GRAPH: {render_graph(p.graph, 'arrows')}\n\nRule: adjust for the parents of {x}. "
+               f"Edges into {x}: {edges([fake])}.\n\nSTRATEGY: {{}}")
+    units = load_units(build_pool(str(tmp_path / "pool"), [(p, 0, [good, miscopied, misread])], raw_texts=True).root)
+    assert [int(b[0]) for b in units[0].bits] == [1, 0, 1]  # the copies, as the verifier grades them
+    lk = rationale_lookups(units)
+    n_good = len(re.findall(r"Edges (?:into|out of) ", good))
+    assert lk["lookups"] == n_good + 2
+    assert lk["exact"] == pytest.approx(n_good / (n_good + 2))
+    assert lk["graph_bit"] == {"lookups": n_good + 1, "exact": pytest.approx(n_good / (n_good + 1))}
+    assert lk["own_graph"] == {"lookups": n_good + 2, "exact": pytest.approx((n_good + 1) / (n_good + 2))}
+    lines = markdown({"p": report_pool(units, shuffles=1, draws=50, seed=0)}, {}).splitlines()
+    row = lines[next(i for i, r in enumerate(lines) if r.startswith("| policy | lookups |")) + 2]
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[4:6] == [f"{100 * n_good / (n_good + 1):.1f} of {n_good + 1}",
+                          f"{100 * (n_good + 1) / (n_good + 2):.1f} of {n_good + 2}"]
+
+
 @pytest.mark.parametrize("task", ["backdoor_set", "frontdoor_set", "separation_set"])
 def test_scan_rationale_lists_every_edge_in_graph_order_and_marks_the_node_s(task):
     """The scan style: before each lookup, every directed edge of the GRAPH line in its order, marked yes exactly

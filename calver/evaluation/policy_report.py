@@ -120,19 +120,54 @@ def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws
     return out
 
 
+def _own_graph(text: str, problem: Any) -> Any:
+    """The graph a trace's GRAPH slot states, parsed as the verifier parses it; None when it has none or it does not
+    parse (a lookup can only be checked against a graph that exists)."""
+    from calver.verifier.contract import split_slots
+    from calver.verifier.graph import GraphError
+
+    slot = split_slots(text).get("GRAPH")
+    if not slot:
+        return None
+    try:
+        return get_family(problem.task).parse_graph_slot(slot, problem)
+    except GraphError:  # ParseError and TooLargeToGrade are GraphErrors
+        return None
+
+
+def _lookup_shares(c: Any) -> dict[str, Any]:
+    return {"lookups": c.lookups, "exact": c.exact / c.lookups if c.lookups else float("nan")}
+
+
 def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     """How well the rationales' edge lookups (``Edges into X: ...``, :mod:`calver.data_gen.rationales`) match the
     source graph: lookups stated, the share exact, the precision and recall of the listed edges and the share of
     listed edges that are in the graph at all; for scans (``Scan for edges into X: ...``), the share that list
     every edge of the graph, of scanned edges in the graph and of yes/no marks right, beside the marks right of a
-    scan that writes "no" everywhere; None when none is stated."""
+    scan that writes "no" everywhere; None when none is stated.
+
+    Two splits say which step fails, the copy or the lookup: ``graph_bit`` counts the lookups of candidates that
+    earned the GRAPH bit (the copy was right), ``own_graph`` checks every lookup against the graph the trace's own
+    GRAPH slot states (the lookup step alone, whatever the copy), over traces whose GRAPH slot parses. These are
+    diagnostics read by an evaluator, never reward: the score checks lookups' consequences on the source only."""
     from calver.data_gen.rationales import LookupCheck, check_lookups
 
-    total = LookupCheck()
+    total, copied, own = LookupCheck(), LookupCheck(), LookupCheck()
+    g_bit = SLOTS.index("GRAPH")
     for u in units:
-        if u.grading_problem is not None and u.grading_problem.graph is not None:
-            for text in u.texts:
-                total += check_lookups(text, u.grading_problem.graph)
+        problem = u.grading_problem
+        if problem is None or problem.graph is None:
+            continue
+        for i, text in enumerate(u.texts):
+            found = check_lookups(text, problem.graph)
+            total += found
+            if not found.lookups:
+                continue
+            if i < len(u.bits) and u.bits[i][g_bit]:
+                copied += found
+            stated = _own_graph(text, problem)
+            if stated is not None:
+                own += check_lookups(text, stated)
     if not total.lookups:
         return None
     share = lambda a, b: a / b if b else float("nan")  # noqa: E731
@@ -142,7 +177,8 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
             "scans_complete": share(total.complete, total.scans),
             "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
             "marks_right": share(total.marks_right, total.scanned),
-            "always_no": share(total.not_the_node_s, total.scanned)}
+            "always_no": share(total.not_the_node_s, total.scanned),
+            "graph_bit": _lookup_shares(copied), "own_graph": _lookup_shares(own)}
 
 
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
@@ -190,14 +226,18 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
     looked = {n: r["rationale_lookups"] for n, r in reports.items() if r.get("rationale_lookups")}
     if looked:
         lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
-                  "edges, of the node's edges):", "",
-                  "| policy | lookups | exact | listed edges right | node's edges listed | listed edges in the graph "
+                  "edges, of the node's edges; the copy or the lookup: exact among candidates that earned the "
+                  "GRAPH bit, and against the graph the trace's own GRAPH slot states):", "",
+                  "| policy | lookups | exact | exact, GRAPH bit earned | exact vs own GRAPH slot | listed edges right "
+                  "| node's edges listed | listed edges in the graph "
                   "| scans | scans listing every edge | scanned edges in the graph | scan marks right | "
-                  "marks right, \"no\" everywhere |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "marks right, \"no\" everywhere |", "|---|" + "---:|" * 12]
         for name, lk in looked.items():
             scan = (f"{lk['scans']} | {pct(lk['scans_complete'])} | {pct(lk['scanned_in_graph'])} | "
                     f"{pct(lk['marks_right'])} | {pct(lk['always_no'])}" if lk["scans"] else "0 | – | – | – | –")
-            lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {pct(lk['precision'])} | "
+            split = " | ".join(f"{pct(lk[k]['exact'])} of {lk[k]['lookups']}" if lk[k]["lookups"] else "–"
+                               for k in ("graph_bit", "own_graph"))
+            lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {split} | {pct(lk['precision'])} | "
                          f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {scan} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
               "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
