@@ -238,11 +238,16 @@ def test_policy_report_splits_lookups_into_copy_and_lookup(tmp_path):
     assert lk["exact"] == pytest.approx(n_good / (n_good + 2))
     assert lk["graph_bit"] == {"lookups": n_good + 1, "exact": pytest.approx(n_good / (n_good + 1))}
     assert lk["own_graph"] == {"lookups": n_good + 2, "exact": pytest.approx((n_good + 1) / (n_good + 2))}
+    assert [bool(c) for c in units[0].correct] == [True, False, False]  # STRATEGY {} is no valid set here
+    assert lk["answers"] == {"all_exact": {"candidates": 1, "valid": 1.0},
+                             "some_wrong": {"candidates": 2, "valid": 0.0}}
     lines = markdown({"p": report_pool(units, shuffles=1, draws=50, seed=0)}, {}).splitlines()
     row = lines[next(i for i, r in enumerate(lines) if r.startswith("| policy | lookups |")) + 2]
     cells = [c.strip() for c in row.split("|")]
     assert cells[4:6] == [f"{100 * n_good / (n_good + 1):.1f} of {n_good + 1}",
                           f"{100 * (n_good + 1) / (n_good + 2):.1f} of {n_good + 2}"]
+    row = lines[next(i for i, r in enumerate(lines) if r.startswith("| policy | candidates | every")) + 2]
+    assert [c.strip() for c in row.split("|")][2:6] == ["3", "1", "100.0 of 1", "0.0 of 2"]
 
 
 @pytest.mark.parametrize("task", ["backdoor_set", "frontdoor_set", "separation_set"])

@@ -148,11 +148,13 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
 
     Two splits say which step fails, the copy or the lookup: ``graph_bit`` counts the lookups of candidates that
     earned the GRAPH bit (the copy was right), ``own_graph`` checks every lookup against the graph the trace's own
-    GRAPH slot states (the lookup step alone, whatever the copy), over traces whose GRAPH slot parses. These are
+    GRAPH slot states (the lookup step alone, whatever the copy), over traces whose GRAPH slot parses; ``answers``
+    gives the valid-answer rate of candidates whose every lookup is exact and of those with one wrong. These are
     diagnostics read by an evaluator, never reward: the score checks lookups' consequences on the source only."""
     from calver.data_gen.rationales import LookupCheck, check_lookups
 
     total, copied, own = LookupCheck(), LookupCheck(), LookupCheck()
+    answers = {True: [0, 0], False: [0, 0]}  # every lookup exact? -> [candidates, valid answers]
     g_bit = SLOTS.index("GRAPH")
     for u in units:
         problem = u.grading_problem
@@ -163,6 +165,9 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
             total += found
             if not found.lookups:
                 continue
+            tally = answers[found.exact == found.lookups]
+            tally[0] += 1
+            tally[1] += int(i < len(u.correct) and bool(u.correct[i]))
             if i < len(u.bits) and u.bits[i][g_bit]:
                 copied += found
             stated = _own_graph(text, problem)
@@ -178,7 +183,9 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
             "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
             "marks_right": share(total.marks_right, total.scanned),
             "always_no": share(total.not_the_node_s, total.scanned),
-            "graph_bit": _lookup_shares(copied), "own_graph": _lookup_shares(own)}
+            "graph_bit": _lookup_shares(copied), "own_graph": _lookup_shares(own),
+            "answers": {key: {"candidates": n, "valid": share(v, n)}
+                        for key, (n, v) in (("all_exact", answers[True]), ("some_wrong", answers[False]))}}
 
 
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
@@ -239,6 +246,14 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
                                for k in ("graph_bit", "own_graph"))
             lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {split} | {pct(lk['precision'])} | "
                          f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {scan} |")
+        lines += ["", "Lookups and answers (candidates whose rationale states a lookup; valid answers, %):", "",
+                  "| policy | candidates | every lookup exact | valid, every lookup exact | valid, a lookup wrong |",
+                  "|---|---:|---:|---:|---:|"]
+        for name, lk in looked.items():
+            a, w = lk["answers"]["all_exact"], lk["answers"]["some_wrong"]
+            cell = lambda t: f"{pct(t['valid'])} of {t['candidates']}" if t["candidates"] else "–"  # noqa: E731
+            lines.append(f"| {name} | {a['candidates'] + w['candidates']} | {a['candidates']} | {cell(a)} | "
+                         f"{cell(w)} |")
     lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
               "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
               "|---|---|---|---|---:|"]
