@@ -28,13 +28,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from calver.config import ConfigError, add_command, cfg_field, parse_command
+from calver.data_gen.rationales import LookupCheck, check_lookups
 from calver.evaluation.baselines import HEURISTICS, heuristic_answers
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
 from calver.evaluation.grading import is_correct
 from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
 from calver.evaluation.report import ci_text, pct
 from calver.evaluation.units import UnitFacts
-from calver.verifier import SLOTS, get_family
+from calver.verifier import SLOTS, Problem, get_family, parse_graph
+from calver.verifier.contract import split_slots
+from calver.verifier.graph import CausalGraph, GraphError
 
 
 def rule_agreement(units: Sequence[UnitFacts]) -> tuple[list[float], list[str]]:
@@ -120,22 +123,19 @@ def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws
     return out
 
 
-def _own_graph(text: str, problem: Any) -> Any:
-    """The graph a trace's GRAPH slot states, parsed as the verifier parses it; None when it has none or it does not
-    parse (a lookup can only be checked against a graph that exists)."""
-    from calver.verifier.contract import split_slots
-    from calver.verifier.graph import GraphError
-
+def _own_graph(text: str, problem: Problem) -> CausalGraph | None:
+    """The graph a trace's GRAPH slot states, parsed as the verifier parses a graph family's slot; None when it has
+    none or it does not parse (a lookup can only be checked against a graph that exists)."""
     slot = split_slots(text).get("GRAPH")
     if not slot:
         return None
     try:
-        return get_family(problem.task).parse_graph_slot(slot, problem)
+        return parse_graph(slot, kind=problem.graph_class)
     except GraphError:  # ParseError and TooLargeToGrade are GraphErrors
         return None
 
 
-def _lookup_shares(c: Any) -> dict[str, Any]:
+def _lookup_shares(c: LookupCheck) -> dict[str, Any]:
     return {"lookups": c.lookups, "exact": c.exact / c.lookups if c.lookups else float("nan")}
 
 
@@ -151,8 +151,6 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     GRAPH slot states (the lookup step alone, whatever the copy), over traces whose GRAPH slot parses; ``answers``
     gives the valid-answer rate of candidates whose every lookup is exact and of those with one wrong. These are
     diagnostics read by an evaluator, never reward: the score checks lookups' consequences on the source only."""
-    from calver.data_gen.rationales import LookupCheck, check_lookups
-
     total, copied, own = LookupCheck(), LookupCheck(), LookupCheck()
     answers = {True: [0, 0], False: [0, 0]}  # every lookup exact? -> [candidates, valid answers]
     g_bit = SLOTS.index("GRAPH")
@@ -226,10 +224,10 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
         for name, r in reports.items():
             for group, t in r[field].items():
                 lk = t.get("rationale_lookups")
-                looked = f"{pct(lk['exact'])} of {lk['lookups']}" if lk else "–"
+                exact = f"{pct(lk['exact'])} of {lk['lookups']}" if lk else "–"
                 lines.append(f"| {name} | {group} | {t['n_units']} | {ci_text(t['graph'])} | {ci_text(t['six_rate'])} "
                              f"| {ci_text(t['valid_rate'])} | {ci_text(t['rule_agreement'])} | "
-                             f"{ci_text(t['family_rule'])} | {ci_text(t['random_subset'])} | {looked} |")
+                             f"{ci_text(t['family_rule'])} | {ci_text(t['random_subset'])} | {exact} |")
     looked = {n: r["rationale_lookups"] for n, r in reports.items() if r.get("rationale_lookups")}
     if looked:
         lines += ["", "Rationale lookups (`Edges into X: ...` against the source graph; % of lookups, of listed "
