@@ -210,12 +210,14 @@ def test_policy_report_splits_lookups_into_copy_and_lookup(tmp_path):
     """rationale_lookups tells the copy from the lookup: a trace whose GRAPH slot drops an edge into the treatment
     and whose lookup reads that slot right is exact against its own slot, not against the source, and is not
     counted among GRAPH-bit candidates; a trace that copies the graph right and then lists a wrong edge is counted
-    among them, not exact either way; a canonical trace is exact in all three. The markdown says both splits."""
+    among them, not exact either way; a trace whose GRAPH slot does not parse has no own graph to be checked
+    against; a canonical trace is exact in all three. Only the canonical trace answers validly. The markdown says
+    both splits and the answers."""
     from fixtures import build_pool
 
     from calver.evaluation.policy_report import markdown, rationale_lookups, report_pool
     from calver.evaluation.units import load_units
-    from calver.verifier import render_graph
+    from calver.verifier import parse_graph, render_graph
 
     cfg = GenConfig(seed=11, n_nodes=(5, 9), variants=("any",), encoding=("arrows",), naming=("identifiers",))
     p = next(p for p in generate("backdoor_set", 40, cfg)
@@ -223,31 +225,32 @@ def test_policy_report_splits_lookups_into_copy_and_lookup(tmp_path):
     x = get_family(p.task).normalize_query(p)["treatment"]
     parents = sorted(p.graph.parents(x))
     edges = lambda ps: ", ".join(f"{a} -> {x}" for a in ps)  # noqa: E731
-    dropped = p.graph.with_edges(remove_directed=[(parents[0], x)])
+    rule = lambda graph, ps: (f"GRAPH: {graph}\n\nRule: adjust for the parents of {x}. "  # noqa: E731
+                              f"Edges into {x}: {edges(ps)}.\n\nSTRATEGY: {{}}")
     good = canonical_trace(p, REASONED)
-    miscopied = (f"GRAPH: {render_graph(dropped, 'arrows')}\n\nRule: adjust for the parents of {x}. "
-                 f"Edges into {x}: {edges(parents[1:])}.\n\nSTRATEGY: {{}}")
+    miscopied = rule(render_graph(p.graph.with_edges(remove_directed=[(parents[0], x)]), "arrows"), parents[1:])
     fake = next(n for n in p.graph.nodes if n != x and n not in parents)
-    misread = (f"GRAPH: {render_graph(p.graph, 'arrows')}\n\nRule: adjust for the parents of {x}. "
-               f"Edges into {x}: {edges([fake])}.\n\nSTRATEGY: {{}}")
-    units = load_units(build_pool(str(tmp_path / "pool"), [(p, 0, [good, miscopied, misread])], raw_texts=True).root)
-    assert [int(b[0]) for b in units[0].bits] == [1, 0, 1]  # the copies, as the verifier grades them
+    misread = rule(render_graph(p.graph, "arrows"), [fake])
+    garbled = rule(f"{x} -> -> {parents[0]}", parents)
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [good, miscopied, misread, garbled])], raw_texts=True)
+    units = load_units(pool.root)
+    assert [int(b[0]) for b in units[0].bits] == [1, 0, 1, 0]  # the copies, as the verifier grades them
+    with pytest.raises(ValueError):
+        parse_graph(f"{x} -> -> {parents[0]}")
+    assert [bool(c) for c in units[0].correct] == [True, False, False, False]  # STRATEGY {} is no valid set here
     lk = rationale_lookups(units)
-    n_good = len(re.findall(r"Edges (?:into|out of) ", good))
-    assert lk["lookups"] == n_good + 2
-    assert lk["exact"] == pytest.approx(n_good / (n_good + 2))
-    assert lk["graph_bit"] == {"lookups": n_good + 1, "exact": pytest.approx(n_good / (n_good + 1))}
-    assert lk["own_graph"] == {"lookups": n_good + 2, "exact": pytest.approx((n_good + 1) / (n_good + 2))}
-    assert [bool(c) for c in units[0].correct] == [True, False, False]  # STRATEGY {} is no valid set here
-    assert lk["answers"] == {"all_exact": {"candidates": 1, "valid": 1.0},
+    n = len(re.findall(r"Edges (?:into|out of) ", good))
+    assert lk["lookups"] == n + 3 and lk["exact"] == pytest.approx((n + 1) / (n + 3))
+    assert lk["graph_bit"] == {"lookups": n + 1, "exact": pytest.approx(n / (n + 1))}
+    assert lk["own_graph"] == {"lookups": n + 2, "exact": pytest.approx((n + 1) / (n + 2))}
+    assert lk["answers"] == {"all_exact": {"candidates": 2, "valid": 0.5},
                              "some_wrong": {"candidates": 2, "valid": 0.0}}
     lines = markdown({"p": report_pool(units, shuffles=1, draws=50, seed=0)}, {}).splitlines()
     row = lines[next(i for i, r in enumerate(lines) if r.startswith("| policy | lookups |")) + 2]
-    cells = [c.strip() for c in row.split("|")]
-    assert cells[4:6] == [f"{100 * n_good / (n_good + 1):.1f} of {n_good + 1}",
-                          f"{100 * (n_good + 1) / (n_good + 2):.1f} of {n_good + 2}"]
+    assert [c.strip() for c in row.split("|")][4:6] == [f"{100 * n / (n + 1):.1f} of {n + 1}",
+                                                        f"{100 * (n + 1) / (n + 2):.1f} of {n + 2}"]
     row = lines[next(i for i, r in enumerate(lines) if r.startswith("| policy | candidates | every")) + 2]
-    assert [c.strip() for c in row.split("|")][2:6] == ["3", "1", "100.0 of 1", "0.0 of 2"]
+    assert [c.strip() for c in row.split("|")][2:6] == ["4", "2", "50.0 of 2", "0.0 of 2"]
 
 
 @pytest.mark.parametrize("task", ["backdoor_set", "frontdoor_set", "separation_set"])

@@ -37,7 +37,7 @@ from calver.evaluation.report import ci_text, pct
 from calver.evaluation.units import UnitFacts
 from calver.verifier import SLOTS, Problem, get_family, parse_graph
 from calver.verifier.contract import split_slots
-from calver.verifier.graph import CausalGraph, GraphError
+from calver.verifier.graph import CausalGraph
 
 
 def rule_agreement(units: Sequence[UnitFacts]) -> tuple[list[float], list[str]]:
@@ -131,7 +131,7 @@ def _own_graph(text: str, problem: Problem) -> CausalGraph | None:
         return None
     try:
         return parse_graph(slot, kind=problem.graph_class)
-    except GraphError:  # ParseError and TooLargeToGrade are GraphErrors
+    except (ValueError, RecursionError):  # what the scorer catches around the same parse (GraphError included)
         return None
 
 
