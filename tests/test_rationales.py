@@ -137,7 +137,8 @@ def test_gen_rationale_rows_and_their_manifest(tmp_path):
 
 def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     """check_lookups: the canonical rationales' lookups are all exact; a lookup that names an edge the graph
-    lacks, misses one, or names a node the graph lacks is counted as such; policy-report sums them per pool."""
+    lacks, misses one, or names a node the graph lacks is counted as such, and one that lists none where the node
+    has edges is counted as empty; policy-report sums them per pool."""
     from fixtures import build_pool
 
     from calver.data_gen.rationales import LookupCheck, check_lookups
@@ -157,12 +158,14 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     wrong = f"Rule: ... Edges into {x}: {fake} -> {x}.\n\nSTRATEGY: {{}}"
     assert check_lookups(wrong, g) == LookupCheck(1, 0, 1, 0, 0, len(parents))
     assert check_lookups("Edges into nowhere: none.\n", g) == LookupCheck(1, 0, 0, 0, 0, 0)
-    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, REASONED), wrong])
+    assert check_lookups(f"Edges into {x}: none.\n", g) == LookupCheck(1, 0, 0, 0, 0, len(parents), empty=1)
+    empty = f"Rule: ... Edges into {x}: none.\n\nSTRATEGY: {{}}"
+    pool = build_pool(str(tmp_path / "pool"), [(p, 0, [canonical_trace(p, REASONED), wrong, empty])
                                                for p in probs[:1]] + [(p, 0, [canonical_trace(p, PLAIN)])
                                                                       for p in probs[1:3]], raw_texts=True)
     got = rationale_lookups(load_units(pool.root))
-    assert got["lookups"] == 2 and got["exact"] == 0.5 and got["in_graph"] == pytest.approx(len(parents) /
-                                                                                            (len(parents) + 1))
+    assert got["lookups"] == 3 and got["exact"] == pytest.approx(1 / 3) and got["empty"] == pytest.approx(1 / 3)
+    assert got["in_graph"] == pytest.approx(len(parents) / (len(parents) + 1))
     plain = build_pool(str(tmp_path / "plain"), [(p, 0, [canonical_trace(p, PLAIN)]) for p in probs[:2]],
                        raw_texts=True)
     assert rationale_lookups(load_units(plain.root)) is None

@@ -215,7 +215,8 @@ class LookupCheck(Counts):
     style): ``scans`` stated, ``complete`` of them listing every edge of the graph once; ``scanned`` edges,
     ``scanned_in_graph`` of them in the graph, ``marks_right`` of them marked yes exactly when they run into
     (out of) the node, ``not_the_node_s`` of them that do not (the marks a scan writing "no" everywhere gets
-    right: the baseline ``marks_right`` must beat)."""
+    right: the baseline ``marks_right`` must beat). ``empty`` lookups list no edge although the node has some
+    (``Edges into X: none.`` where X has parents: a small model's fallback when it cannot find the edges)."""
 
     lookups: int = 0
     exact: int = 0
@@ -229,6 +230,7 @@ class LookupCheck(Counts):
     scanned_in_graph: int = 0
     marks_right: int = 0
     not_the_node_s: int = 0
+    empty: int = 0
 
 
 def _edge(text: str) -> tuple[str, ...]:
@@ -258,5 +260,6 @@ def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
         listed = set(listed_edges(text))
         true: set[tuple[str, ...]] = set(node_edges(g, kind, node)) if node in g.nodes else set()
         out += LookupCheck(1, int(node in g.nodes and listed == true), len(listed), len(listed & true),
-                           sum(1 for e in listed if len(e) == 2 and e in g.directed), len(true))
+                           sum(1 for e in listed if len(e) == 2 and e in g.directed), len(true),
+                           empty=int(not listed and bool(true)))
     return out

@@ -176,7 +176,8 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     share = lambda a, b: a / b if b else float("nan")  # noqa: E731
     return {"lookups": total.lookups, "exact": share(total.exact, total.lookups),
             "precision": share(total.listed_true, total.listed), "recall": share(total.listed_true, total.true),
-            "in_graph": share(total.in_graph, total.listed), "scans": total.scans,
+            "in_graph": share(total.in_graph, total.listed), "empty": share(total.empty, total.lookups),
+            "scans": total.scans,
             "scans_complete": share(total.complete, total.scans),
             "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
             "marks_right": share(total.marks_right, total.scanned),
@@ -234,16 +235,16 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
                   "edges, of the node's edges; the copy or the lookup: exact among candidates that earned the "
                   "GRAPH bit, and against the graph the trace's own GRAPH slot states):", "",
                   "| policy | lookups | exact | exact, GRAPH bit earned | exact vs own GRAPH slot | listed edges right "
-                  "| node's edges listed | listed edges in the graph "
+                  "| node's edges listed | listed edges in the graph | none listed, the node has edges "
                   "| scans | scans listing every edge | scanned edges in the graph | scan marks right | "
-                  "marks right, \"no\" everywhere |", "|---|" + "---:|" * 12]
+                  "marks right, \"no\" everywhere |", "|---|" + "---:|" * 13]
         for name, lk in looked.items():
             scan = (f"{lk['scans']} | {pct(lk['scans_complete'])} | {pct(lk['scanned_in_graph'])} | "
                     f"{pct(lk['marks_right'])} | {pct(lk['always_no'])}" if lk["scans"] else "0 | – | – | – | –")
             split = " | ".join(f"{pct(lk[k]['exact'])} of {lk[k]['lookups']}" if lk[k]["lookups"] else "–"
                                for k in ("graph_bit", "own_graph"))
             lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {split} | {pct(lk['precision'])} | "
-                         f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {scan} |")
+                         f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {pct(lk['empty'])} | {scan} |")
         lines += ["", "Lookups and answers (candidates whose rationale states a lookup; valid answers, %):", "",
                   "| policy | candidates | every lookup exact | valid, every lookup exact | valid, a lookup wrong |",
                   "|---|---:|---:|---:|---:|"]
