@@ -203,6 +203,13 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
     }
 
 
+def _table(title: str, header: list[str], rule: str, rows: list[list[Any]]) -> list[str]:
+    """A markdown table after a blank line and its title line: the header, the alignment ``rule``, one row per
+    list of cells."""
+    return ["", title, "", "| " + " | ".join(header) + " |", rule] + ["| " + " | ".join(map(str, r)) + " |"
+                                                                      for r in rows]
+
+
 def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str, Any]]) -> str:
     """The report as markdown tables (percentages, 95% clustered CIs in brackets)."""
     lines = ["| policy | candidates | parse | 6/6 | valid answers | CALVER pick | coverage | rule agreement |",
@@ -245,23 +252,20 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
                                for k in ("graph_bit", "own_graph"))
             lines.append(f"| {name} | {lk['lookups']} | {pct(lk['exact'])} | {split} | {pct(lk['precision'])} | "
                          f"{pct(lk['recall'])} | {pct(lk['in_graph'])} | {pct(lk['empty'])} | {scan} |")
-        lines += ["", "Lookups and answers (candidates whose rationale states a lookup; valid answers, %):", "",
-                  "| policy | candidates | every lookup exact | valid, every lookup exact | valid, a lookup wrong |",
-                  "|---|---:|---:|---:|---:|"]
-        for name, lk in looked.items():
-            a, w = lk["answers"]["all_exact"], lk["answers"]["some_wrong"]
-            cell = lambda t: f"{pct(t['valid'])} of {t['candidates']}" if t["candidates"] else "–"  # noqa: E731
-            lines.append(f"| {name} | {a['candidates'] + w['candidates']} | {a['candidates']} | {cell(a)} | "
-                         f"{cell(w)} |")
-    lines += ["", "Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
-              "(paired by problem):", "", "| policy | heuristic | heuristic valid | policy − heuristic | problems |",
-              "|---|---|---|---|---:|"]
-    for name, r in reports.items():
-        for h, b in r["baselines"].items():
-            if b.get("n_units") == 0:
-                continue
-            lines.append(f"| {name} | {h} | {ci_text(b['baseline'])} | {ci_text(b['policy_minus_baseline'], True)} | "
-                         f"{b['baseline']['n_units']} |")
+        cell = lambda t: f"{pct(t['valid'])} of {t['candidates']}" if t["candidates"] else "–"  # noqa: E731
+        lines += _table("Lookups and answers (candidates whose rationale states a lookup; valid answers, %):",
+                        ["policy", "candidates", "every lookup exact", "valid, every lookup exact",
+                         "valid, a lookup wrong"], "|---|---:|---:|---:|---:|",
+                        [[name, a["candidates"] + w["candidates"], a["candidates"], cell(a), cell(w)]
+                         for name, lk in looked.items()
+                         for a, w in [(lk["answers"]["all_exact"], lk["answers"]["some_wrong"])]])
+    lines += _table("Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
+                    "(paired by problem):",
+                    ["policy", "heuristic", "heuristic valid", "policy − heuristic", "problems"],
+                    "|---|---|---|---|---:|",
+                    [[name, h, ci_text(b["baseline"]), ci_text(b["policy_minus_baseline"], True),
+                      b["baseline"]["n_units"]]
+                     for name, r in reports.items() for h, b in r["baselines"].items() if b.get("n_units") != 0])
     lines += ["", "Shuffled-problem control (candidates graded against another problem of their family):", "",
               "| policy | valid own | valid shuffled | own − shuffled | 6/6 own | 6/6 shuffled |",
               "|---|---|---|---|---|---|"]
