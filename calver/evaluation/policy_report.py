@@ -135,8 +135,12 @@ def _own_graph(text: str, problem: Problem) -> CausalGraph | None:
         return None
 
 
+def _share(a: int, b: int) -> float:
+    return a / b if b else float("nan")
+
+
 def _lookup_shares(c: LookupCheck) -> dict[str, Any]:
-    return {"lookups": c.lookups, "exact": c.exact / c.lookups if c.lookups else float("nan")}
+    return {"lookups": c.lookups, "exact": _share(c.exact, c.lookups)}
 
 
 def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
@@ -173,17 +177,16 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
                 own += check_lookups(text, stated)
     if not total.lookups:
         return None
-    share = lambda a, b: a / b if b else float("nan")  # noqa: E731
-    return {"lookups": total.lookups, "exact": share(total.exact, total.lookups),
-            "precision": share(total.listed_true, total.listed), "recall": share(total.listed_true, total.true),
-            "in_graph": share(total.in_graph, total.listed), "empty": share(total.empty, total.lookups),
+    return {"lookups": total.lookups, "exact": _share(total.exact, total.lookups),
+            "precision": _share(total.listed_true, total.listed), "recall": _share(total.listed_true, total.true),
+            "in_graph": _share(total.in_graph, total.listed), "empty": _share(total.empty, total.lookups),
             "scans": total.scans,
-            "scans_complete": share(total.complete, total.scans),
-            "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
-            "marks_right": share(total.marks_right, total.scanned),
-            "always_no": share(total.not_the_node_s, total.scanned),
+            "scans_complete": _share(total.complete, total.scans),
+            "scanned_in_graph": _share(total.scanned_in_graph, total.scanned),
+            "marks_right": _share(total.marks_right, total.scanned),
+            "always_no": _share(total.not_the_node_s, total.scanned),
             "graph_bit": _lookup_shares(copied), "own_graph": _lookup_shares(own),
-            "answers": {key: {"candidates": n, "valid": share(v, n)}
+            "answers": {key: {"candidates": n, "valid": _share(v, n)}
                         for key, (n, v) in (("all_exact", answers[True]), ("some_wrong", answers[False]))}}
 
 
