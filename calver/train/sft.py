@@ -1,7 +1,8 @@
 """``calver train sft``: TRL ``SFTTrainer`` on six-slot chat rows, loss on the assistant turn only.
 
 LoRA (``use_peft``), QLoRA (``qlora``: NF4 base, double quant, bf16 compute) or explicit full
-fine-tuning (``full_finetune``, meant for the tiny from-scratch demo model). The adapter (or the full
+fine-tuning (``full_finetune``, meant for the tiny from-scratch demo model); ``lookup_loss_weight`` weights the
+rationale's looked-up edges in the loss (:mod:`calver.train.lookup_loss`). The adapter (or the full
 model) and the tokenizer are saved to ``output_dir`` with ``calver_train_summary.json`` (mode,
 trainable parameters, per-step wall times, last logged loss).
 """
@@ -25,6 +26,7 @@ from calver.train.common import (
     step_timer,
     trainable_parameter_count,
 )
+from calver.train.lookup_loss import check_weight, weighted_sft_trainer_class
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,11 @@ def build_sft_trainer(script_args, training_args, model_args, callbacks: Sequenc
     evald = build_dataset(script_args, "sft", script_args.eval_dataset_path) if script_args.eval_dataset_path else None
     training_args.model_init_kwargs = model_init_kwargs(model_args, training_args)
     tok = load_tokenizer(path, training_args.model_init_kwargs["trust_remote_code"], model_args.model_revision)
-    trainer = SFTTrainer(
+    weight = script_args.lookup_loss_weight
+    check_weight(weight, training_args)
+    trainer_class, extra = (SFTTrainer, {}) if weight == 1 else \
+        (weighted_sft_trainer_class(), {"lookup_loss_weight": weight})
+    trainer = trainer_class(
         model=path,
         args=training_args,
         train_dataset=train,
@@ -51,6 +57,7 @@ def build_sft_trainer(script_args, training_args, model_args, callbacks: Sequenc
         quantization_config=quantization_config(model_args),
         peft_config=peft_config(model_args) if mode != "full" else None,
         callbacks=list(callbacks),
+        **extra,
     )
     return trainer, mode
 
@@ -73,6 +80,7 @@ def run_sft(script_args, training_args, model_args) -> TrainRun:
         "train_loss": result.training_loss,
         "last_logged_loss": losses[-1] if losses else None,
         "train_rows": len(trainer.train_dataset),
+        "lookup_loss_weight": script_args.lookup_loss_weight,
         **timer.summary(),
     }
     return finish_run(trainer, training_args, summary)

@@ -18,7 +18,7 @@ the assistant turn only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from calver.train.common import BaseScriptArguments
 
@@ -40,6 +40,10 @@ class SFTScriptArguments(BaseScriptArguments):
     Rows are chat rows ``{"messages": [system, user, assistant]}`` (``calver.data_gen`` export, or
     generated canonical traces); the loss covers the assistant turn only (``assistant_only_loss``).
     """
+
+    lookup_loss_weight: float = field(default=1.0, metadata={
+        "help": "weight of the rule rationale's looked-up edges (the list after 'Edges into X:') in the token-mean "
+                "loss; 1 is TRL's plain loss (needs padded batches: no packing, no padding_free)"})
 
 
 def config_types() -> tuple[type, ...]:
