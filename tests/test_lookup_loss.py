@@ -153,4 +153,8 @@ def test_weighted_sft_trains_and_records_its_weight(weighted):
         "--dataset_path", trainer.data_path, "--lookup_loss_weight", "3", "--max_steps", "2"]))
     assert run.summary["lookup_loss_weight"] == 3.0 and run.summary["steps"] == 2
     assert math.isfinite(run.summary["train_loss"])
-    assert json.loads((Path(out) / SUMMARY_FILE).read_text())["lookup_loss_weight"] == 3.0
+    saved = json.loads((Path(out) / SUMMARY_FILE).read_text())
+    assert saved["lookup_loss_weight"] == 3.0
+    weights = run.trainer.train_dataset["loss_weights"]
+    assert saved["trained_tokens"] == sum(lab != -100 for row in run.trainer.train_dataset["labels"] for lab in row)
+    assert saved["lookup_tokens"] == sum(x == 3.0 for row in weights for x in row) > 0

@@ -79,6 +79,12 @@ def add_loss_weights(dataset, tokenizer, chat_template, weight: float, num_proc:
                        desc="Weighting the rationale's lookups")
 
 
+def weight_counts(weights: Sequence[Sequence[float]], weight: float) -> dict[str, int]:
+    """How many tokens carry loss (``trained_tokens``) and how many of them weigh ``weight`` (``lookup_tokens``)."""
+    return {"trained_tokens": sum(1 for row in weights for x in row if x > 0),
+            "lookup_tokens": sum(1 for row in weights for x in row if x == weight)}
+
+
 class WeightPaddingCollator:
     """Wraps TRL's collator: pads each row's ``loss_weights`` with zeros to the batch's ``input_ids`` width."""
 
@@ -125,8 +131,10 @@ def weighted_sft_trainer_class():
                                                 dataset_name)
             if dataset_name != "train":
                 return prepared
-            return add_loss_weights(prepared, getattr(processing_class, "tokenizer", processing_class),
-                                    self.chat_template, self.lookup_loss_weight, args.dataset_num_proc)
+            weighted = add_loss_weights(prepared, getattr(processing_class, "tokenizer", processing_class),
+                                        self.chat_template, self.lookup_loss_weight, args.dataset_num_proc)
+            self.token_counts = weight_counts(weighted[WEIGHTS], self.lookup_loss_weight)
+            return weighted
 
         def _set_signature_columns_if_needed(self):
             super()._set_signature_columns_if_needed()

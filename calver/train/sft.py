@@ -81,6 +81,7 @@ def run_sft(script_args, training_args, model_args) -> TrainRun:
         "last_logged_loss": losses[-1] if losses else None,
         "train_rows": len(trainer.train_dataset),
         "lookup_loss_weight": script_args.lookup_loss_weight,
+        **getattr(trainer, "token_counts", {}),
         **timer.summary(),
     }
     return finish_run(trainer, training_args, summary)
