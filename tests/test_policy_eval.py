@@ -107,7 +107,9 @@ def test_compare_policies_pairs_units_and_signs_the_difference(tmp_path):
     c = compare_policies(bad, good, draws=500)
     assert c["n_units"] == len(good)
     assert c["six_rate"]["estimate"] > 0 and c["six_rate"]["ci_low"] > 0
-    assert c["mean_score"]["mean_a"] == pytest.approx(np.mean([u.totals.mean() for u in good]))
+    assert c["mean_score"]["mean_a"] == pytest.approx(np.mean([u.totals.mean() for u in bad]))
+    assert c["mean_score"]["mean_b"] == pytest.approx(np.mean([u.totals.mean() for u in good]))
+    assert c["mean_score"]["estimate"] == pytest.approx(c["mean_score"]["mean_b"] - c["mean_score"]["mean_a"])
     assert compare_policies(good, good, draws=200)["six_rate"]["estimate"] == 0
 
 

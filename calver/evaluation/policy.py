@@ -121,7 +121,8 @@ def shuffled_control(units: Sequence[UnitFacts], *, shuffles: int = 3, seed: int
 def compare_policies(units_a: Sequence[UnitFacts], units_b: Sequence[UnitFacts], *, draws: int = DECOMPOSITION_DRAWS,
                      seed: int = 0, keys: Sequence[str] = ("six_rate", "mean_score", "valid_rate", "calver",
                                                             "coverage")) -> dict[str, Any]:
-    """Paired differences b - a over the units both pools hold (same problem and seed)."""
+    """Paired differences b - a over the units both pools hold (same problem and seed); ``mean_a`` and
+    ``mean_b`` are pool a's and pool b's means on those units."""
     a = {u.key: u for u in units_a}
     b = {u.key: u for u in units_b}
     common = sorted(set(a) & set(b))
@@ -131,5 +132,8 @@ def compare_policies(units_a: Sequence[UnitFacts], units_b: Sequence[UnitFacts],
     ra, rb = [unit_rates(a[k]) for k in common], [unit_rates(b[k]) for k in common]
     out: dict[str, Any] = {"n_units": len(common), "n_clusters": len(set(clusters))}
     for key in keys:
-        out[key] = paired_diff_ci([r[key] for r in rb], [r[key] for r in ra], clusters, draws=draws, seed=seed)
+        res = paired_diff_ci([r[key] for r in rb], [r[key] for r in ra], clusters, draws=draws, seed=seed)
+        # paired_diff_ci names its first argument a; here that is pool b: each mean under its own pool's name
+        res["mean_a"], res["mean_b"] = res["mean_b"], res["mean_a"]
+        out[key] = res
     return out
