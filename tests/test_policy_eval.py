@@ -113,6 +113,17 @@ def test_compare_policies_pairs_units_and_signs_the_difference(tmp_path):
     assert compare_policies(good, good, draws=200)["six_rate"]["estimate"] == 0
 
 
+def test_the_demo_stage_table_puts_each_pool_s_mean_under_its_own_name(tmp_path):
+    from calver.demo.report_text import stage_table
+    from calver.evaluation.policy import compare_policies, policy_stats
+
+    good, bad = _policy_units(tmp_path, True), _policy_units(tmp_path, False)
+    row = next(r for r in stage_table(compare_policies(bad, good, draws=200)) if r.startswith("| 6/6 rate %"))
+    sft, grpo = (float(x) for x in row.split(" | ")[1:3])
+    assert sft == pytest.approx(100 * policy_stats(bad, draws=50)["six_rate"]["estimate"], abs=0.05)
+    assert grpo == pytest.approx(100 * policy_stats(good, draws=50)["six_rate"]["estimate"], abs=0.05) == 100.0
+
+
 def test_k_curve_bands_hold_their_estimates():
     from calver.evaluation.scaling import k_curve
     from calver.evaluation.units import unit_facts

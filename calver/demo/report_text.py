@@ -16,6 +16,18 @@ def _excludes_zero(r: dict[str, Any] | None) -> int:
     return 1 if r["ci_low"] > 0 else (-1 if r["ci_high"] < 0 else 0)
 
 
+def stage_table(c: dict[str, Any]) -> list[str]:
+    """SFT, GRPO and GRPO - SFT per measure, from ``compare_policies(sft_units, grpo_units)``."""
+    rows = ["| measure | SFT | GRPO | GRPO - SFT [95% CI] |", "|---|---|---|---|"]
+    for key, label, scale, digits in (("six_rate", "6/6 rate %", 100, 1), ("mean_score", "mean S/6", 1, 3),
+                                      ("valid_rate", "valid answer %", 100, 1),
+                                      ("calver", "CALVER accuracy %", 100, 1), ("coverage", "coverage %", 100, 1)):
+        r = c[key]
+        rows.append(f"| {label} | {scale * r['mean_a']:.{digits}f} | {scale * r['mean_b']:.{digits}f} | "
+                    f"{ci(r, scale, True, digits)} |")
+    return rows
+
+
 def render(cfg, rep: dict[str, Any]) -> str:
     L: list[str] = [f"# calver demo report (seed {cfg.seed})", "",
                     f"Tasks: {', '.join(cfg.tasks)}; {cfg.n_train_per_task} training and {cfg.n_eval_per_task} "
@@ -48,13 +60,7 @@ def render(cfg, rep: dict[str, Any]) -> str:
     c = rep.get("sft_to_grpo")
     if c:
         L += [f"Paired over the {c['n_units']} units both pools hold (same problems, same sampling seeds); "
-              "differences GRPO - SFT.", "", "| measure | SFT | GRPO | GRPO - SFT [95% CI] |", "|---|---|---|---|"]
-        for key, label, scale, digits in (("six_rate", "6/6 rate %", 100, 1), ("mean_score", "mean S/6", 1, 3),
-                                          ("valid_rate", "valid answer %", 100, 1),
-                                          ("calver", "CALVER accuracy %", 100, 1), ("coverage", "coverage %", 100, 1)):
-            r = c[key]
-            L.append(f"| {label} | {scale * r['mean_b']:.{digits}f} | {scale * r['mean_a']:.{digits}f} | "
-                     f"{ci(r, scale, True, digits)} |")
+              "differences GRPO - SFT.", "", *stage_table(c)]
     else:
         L.append("No GRPO stage in this run (grpo_steps: 0).")
     g = rep.get("grpo")
