@@ -82,6 +82,15 @@ def test_a_weight_needs_padded_batches(mode):
     check_weight(1.0, args)  # the plain loss has nothing to drop
 
 
+def test_a_weight_needs_rows_truncated_at_their_end():
+    args = SimpleNamespace(packing=False, padding_free=False, truncation_mode="keep_end")
+    with pytest.raises(ConfigError, match="keep_start"):
+        check_weight(5.0, args)
+    check_weight(1.0, args)
+    args.truncation_mode = "keep_start"
+    check_weight(5.0, args)
+
+
 @pytest.fixture(scope="module")
 def weighted(tiny_model_dir, tmp_path_factory):
     from calver.train.sft import build_sft_trainer

@@ -49,6 +49,9 @@ def check_weight(weight: float, args) -> None:
     if weight != 1 and (getattr(args, "packing", False) or getattr(args, "padding_free", False)):
         raise ConfigError("lookup_loss_weight other than 1 needs padded batches: set packing and padding_free "
                           "to false (packing and padding-free batches drop the per-token weights)")
+    if weight != 1 and getattr(args, "truncation_mode", "keep_start") != "keep_start":
+        raise ConfigError("lookup_loss_weight other than 1 places its weights from each row's start: set "
+                          "truncation_mode to keep_start")
 
 
 def _row_weights(example: dict[str, Any], tokenizer, chat_template, weight: float) -> dict[str, list[float]]:
