@@ -96,17 +96,14 @@ class WeightPaddingCollator:
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         import torch
+        from trl.trainer.utils import pad
 
         if not examples or WEIGHTS not in examples[0]:
             return self.inner(examples)
-        weights = [ex[WEIGHTS] for ex in examples]
         batch = self.inner([{k: v for k, v in ex.items() if k != WEIGHTS} for ex in examples])
-        width = batch["input_ids"].shape[1]
-        out = torch.zeros((len(weights), width), dtype=torch.float32)
-        for i, w in enumerate(weights):
-            n = min(len(w), width)
-            out[i, :n] = torch.tensor(w[:n], dtype=torch.float32)
-        batch[WEIGHTS] = out
+        # each row's weights are as long as its input ids, so TRL's own padding gives the batch's width
+        batch[WEIGHTS] = pad([torch.tensor(ex[WEIGHTS], dtype=torch.float32) for ex in examples], padding_value=0.0,
+                             padding_side="right", pad_to_multiple_of=getattr(self.inner, "pad_to_multiple_of", None))
         return batch
 
 
