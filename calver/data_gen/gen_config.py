@@ -197,7 +197,10 @@ class RunConfig:
     graph_slot: str = cfg_field("arrows", help="how the SFT traces' GRAPH slot writes the graph: arrows (an arrow "
                                 "list, in the order the prompt's encoding shows it) | verbatim (a prompt's matrix "
                                 "or JSON parents map copied as shown, which the GRAPH bit parses: reading it into "
-                                "arrows regroups every edge; other encodings keep the arrow list)")
+                                "arrows regroups every edge; other encodings keep the arrow list) | cue_first "
+                                "(verbatim, and child-first arrow lines `L <- K` for backdoor_set and "
+                                "separation_set, whose rule rationale's lookups then list `Edges into L: L <- K`: "
+                                "each lookup's node before what it copies)")
     drills: int = cfg_field(0, help="drills added to the SFT rows (calver.data_gen.drills: a node's edges found in "
                             "an arrow list, alone, as a scan rationale writes it; or a graph copied from an "
                             "encoding into a GRAPH line), drawn from the run's seed, node range, namings and "
@@ -205,8 +208,9 @@ class RunConfig:
     drill_kinds: list[str] = cfg_field(help="the drills' kinds, one drawn per drill: into | out of (lookups) | "
                                        "transcribe", default_factory=lambda: ["into", "out of"])
     drill_encodings: list[str] | None = cfg_field(None, help="encodings the transcription drills copy from (null: "
-                                                  "the run's encodings; under graph_slot verbatim less json_parents "
-                                                  "and matrix, which the traces copy as shown, not as arrows)")
+                                                  "the run's encodings; under graph_slot verbatim or cue_first less "
+                                                  "json_parents and matrix, which the traces copy as shown, not as "
+                                                  "arrows)")
     drill_lookup: str = cfg_field("scan", help="how a lookup drill answers: scan (a yes/no pass over the GRAPH "
                                   "line's edges, then the list: a scan rationale's lookup) | rule (the list alone: "
                                   "a rule rationale's lookup line)")
@@ -259,7 +263,7 @@ class RunConfig:
         arrow list (the arrow list stands in where the run has no other encoding)."""
         encodings = self.drill_encodings
         if encodings is None:
-            verbatim = VERBATIM_ENCODINGS if self.graph_slot == "verbatim" else ()
+            verbatim = VERBATIM_ENCODINGS if self.graph_slot in ("verbatim", "cue_first") else ()
             encodings = [e for e in self.gen.encoding if e not in verbatim] or ["arrows"]
         return drill_config(self.drills, self.gen.seed, self.gen.n_nodes, self.gen.naming, self.drill_kinds,
                             encodings, self.drill_lookup, self.drill_lookup_encodings)

@@ -37,9 +37,11 @@ _CLASS_WORDS = {
 
 # A canonical trace's GRAPH slot: an arrow list in reading order, or (``verbatim``) the prompt's own matrix or
 # parents map: reading either into arrows regroups every edge, which a small policy gets wrong, while the
-# GRAPH bit parses every encoding.
-GRAPH_SLOTS = ("arrows", "verbatim")
+# GRAPH bit parses every encoding. ``cue_first``: verbatim, and the arrow lines of the families whose rule
+# reads a node's parents written child first (``L <- K``), so each lookup's node comes before what it copies.
+GRAPH_SLOTS = ("arrows", "verbatim", "cue_first")
 VERBATIM_ENCODINGS = ("json_parents", "matrix")
+PARENT_LOOKUP_TASKS = ("backdoor_set", "separation_set")  # their rule rationales look up edges into a node
 
 SYSTEMS = ("contract", "compact")  # the system message: the full contract instructions, or a short one
 
@@ -120,6 +122,25 @@ def verbatim_graph(problem: Problem) -> str | None:
     (:data:`VERBATIM_ENCODINGS`), or None where the prompt shows another encoding (the slot stays an arrow list)."""
     shown = _shown_graph(problem)
     return shown.text if shown is not None and shown.encoding in VERBATIM_ENCODINGS else None
+
+
+def slot_graph(problem: Problem, graph_slot: str) -> str | None:
+    """The GRAPH slot text a canonical trace writes under ``graph_slot`` (:data:`GRAPH_SLOTS`), or None for the
+    arrow line in :func:`graph_line_order`. ``cue_first``: a matrix or parents map as shown; for
+    :data:`PARENT_LOOKUP_TASKS`, an arrow line child first in that order (a causal model's lookup copies what
+    follows its cue: ``L <- K`` puts the node before the parent it looks up)."""
+    if graph_slot not in GRAPH_SLOTS:
+        raise ValueError(f"slot_graph: graph_slot must be one of {GRAPH_SLOTS}, got {graph_slot!r}")
+    if graph_slot == "arrows":
+        return None
+    shown = verbatim_graph(problem)
+    if shown is not None or graph_slot == "verbatim" or problem.graph is None:
+        return shown
+    if problem.task not in PARENT_LOOKUP_TASKS:
+        return None
+    from calver.verifier.formats.arrows import render
+
+    return render(problem.graph, graph_line_order(problem), child_first=True)
 
 
 def prompt_encoding(problem: Problem) -> str | None:

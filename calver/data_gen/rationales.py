@@ -26,6 +26,15 @@ The ``scan`` style (``rationale: scan``) writes each lookup as a pass over the G
 
 A small policy cannot retrieve a node's edges from a list it just wrote (the second measured run: 12% of its
 lookups exact); the scan makes the lookup a copy of that list in order, each edge with a local yes/no.
+
+Under ``graph_slot: cue_first`` a lookup into a node lists its edges child first, as that style's GRAPH line
+writes them for the families that look up parents::
+
+    GRAPH: L <- K, I <- L, L <- N
+    Rule: adjust for the parents of L. Edges into L: L <- K, L <- N.
+
+A causal model copies what follows a cue it has seen: in ``K -> L`` the parent comes before the node that
+finds it, in ``L <- K`` after it (as in ``Edges out of X: X -> C``, and in a parents map).
 """
 
 from __future__ import annotations
@@ -50,10 +59,12 @@ STYLES = ("rule", "scan")
 @dataclass(frozen=True)
 class Rank:
     """The directed edges of the trace's GRAPH line, in its order; ``scan``: write each lookup as a pass
-    over them."""
+    over them; ``cue_first``: write the edges of a lookup into a node child first (``L <- K``), so the node
+    comes before the parent a causal model copies after it."""
 
     edges: tuple[tuple[str, str], ...]
     scan: bool = False
+    cue_first: bool = False
     _at: dict[tuple[str, str], int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -63,8 +74,13 @@ class Rank:
         return self._at[edge]
 
 
-def _edges(pairs: list[tuple[str, str]], rank: Rank) -> str:
-    return ", ".join(format_path([a, b]) for a, b in sorted(pairs, key=rank.__getitem__)) or "none"
+def _edge_text(edge: tuple[str, str], kind: str, rank: Rank) -> str:
+    a, b = edge
+    return f"{format_path([b])} <- {format_path([a])}" if rank.cue_first and kind == "into" else format_path([a, b])
+
+
+def _edges(pairs: list[tuple[str, str]], kind: str, rank: Rank) -> str:
+    return ", ".join(_edge_text(e, kind, rank) for e in sorted(pairs, key=rank.__getitem__)) or "none"
 
 
 def _touches(edge: tuple[str, ...], kind: str, node: str) -> bool:
@@ -74,10 +90,10 @@ def _touches(edge: tuple[str, ...], kind: str, node: str) -> bool:
 
 def _lookup(kind: str, node: str, pairs: list[tuple[str, str]], rank: Rank) -> str:
     """``Edges into X: ...`` (kind ``into`` / ``out of``), after a scan of every edge when ``rank.scan``."""
-    found = f"Edges {kind} {format_path([node])}: {_edges(pairs, rank)}."
+    found = f"Edges {kind} {format_path([node])}: {_edges(pairs, kind, rank)}."
     if not rank.scan:
         return found
-    marks = ", ".join(f"{format_path(list(e))} {'yes' if _touches(e, kind, node) else 'no'}" for e in rank.edges)
+    marks = ", ".join(f"{_edge_text(e, kind, rank)} {'yes' if _touches(e, kind, node) else 'no'}" for e in rank.edges)
     return f"Scan for edges {kind} {format_path([node])}: {marks or 'none'}. {found}"
 
 
@@ -87,7 +103,8 @@ def node_edges(g: CausalGraph, kind: str, node: str) -> list[tuple[str, str]]:
 
 
 def listed_edges(text: str) -> list[tuple[str, ...]]:
-    """The edges a lookup lists (``K -> L, N -> L`` or ``none``), as written."""
+    """The edges a lookup lists (``K -> L, N -> L``, child first ``L <- K, L <- N``, or ``none``), each as
+    (parent, child) where it has one arrow."""
     return [] if text == "none" else [_edge(e) for e in text.split(", ")]
 
 
@@ -167,9 +184,10 @@ _RATIONALES: dict[str, Callable[[CausalGraph, Mapping[str, Any], Any, Rank], str
 RATIONALE_TASKS = tuple(_RATIONALES)
 
 
-def rule_rationale(problem: Problem, obj: Any, style: str = "rule") -> str | None:
+def rule_rationale(problem: Problem, obj: Any, style: str = "rule", cue_first: bool = False) -> str | None:
     """The one-line rationale (``Rule: ...``) of answer ``obj`` to ``problem``, or None when the family has
-    none or no rule of it gives ``obj``; ``style`` ``scan`` writes each edge lookup as a scan first."""
+    none or no rule of it gives ``obj``; ``style`` ``scan`` writes each edge lookup as a scan first;
+    ``cue_first`` writes the edges into a node child first (``Edges into L: L <- K.``)."""
     if style not in STYLES:
         raise ValueError(f"rule_rationale: style must be one of {STYLES}, got {style!r}")
     explain = _RATIONALES.get(problem.task)
@@ -178,7 +196,7 @@ def rule_rationale(problem: Problem, obj: Any, style: str = "rule") -> str | Non
     fam = get_family(problem.task)
     order = graph_line_order(problem)
     edges = order.directed if order is not None else sorted(problem.graph.directed)
-    rank = Rank(tuple((a, b) for a, b in edges), scan=style == "scan")
+    rank = Rank(tuple((a, b) for a, b in edges), scan=style == "scan", cue_first=cue_first)
     text = explain(problem.graph, fam.normalize_query(problem), fam.coerce_object(obj), rank)
     return None if text is None else RATIONALE_PREFIX + text
 
@@ -234,6 +252,9 @@ class LookupCheck(Counts):
 
 
 def _edge(text: str) -> tuple[str, ...]:
+    if " <- " in text and " -> " not in text:
+        child, _, parent = text.partition(" <- ")
+        return parent, child
     return tuple(text.split(" -> ", 1))
 
 

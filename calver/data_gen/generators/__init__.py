@@ -32,7 +32,7 @@ from calver.data_gen.generators.families import (
     task_variants,
 )
 from calver.data_gen.names import node_names
-from calver.data_gen.prompts import graph_line_order, problem_text, prompt_encoding, verbatim_graph
+from calver.data_gen.prompts import graph_line_order, problem_text, prompt_encoding, slot_graph
 from calver.data_gen.trace_style import ANSWER_CHOICES, TraceStyle
 from calver.verifier.budget import TooLargeToGrade
 from calver.verifier.formats.common import RenderOrder
@@ -353,9 +353,10 @@ def canonical_trace(problem: Problem, style: TraceStyle = TraceStyle()) -> str:
 
     obj = canonical_answer(problem, style.answers)
     # the GRAPH slot copies the graph as the prompt lists it (a matrix row by row; None: sorted, as always)
-    shown = verbatim_graph(problem) if style.graph_slot == "verbatim" else None
+    shown = slot_graph(problem, style.graph_slot)
     trace = get_family(problem.task).canonical_trace(problem, obj, witnesses=style.witnesses,
                                                      order=graph_line_order(problem), graph_text=shown)
     if style.rationale == "none":
         return trace
-    return with_rationale(trace, rule_rationale(problem, obj, style.rationale))
+    return with_rationale(trace, rule_rationale(problem, obj, style.rationale,
+                                                cue_first=style.graph_slot == "cue_first"))

@@ -193,7 +193,9 @@ def render_name(n: str) -> str:
     return quote_name(n, bare, ('""', "''", "“”"))
 
 
-def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
+def render(g: CausalGraph, order: RenderOrder | None = None, *, child_first: bool = False) -> str:
+    """``g`` as arrow text, edges in ``order``; ``child_first`` writes each directed edge ``B <- A`` (the node
+    before its parent, as a parents lookup reads it)."""
     o = order_of(g, order)
     if not (g.directed or g.bidirected):
         # No arrow to detect the format by, so the text is tried as prose first: quote each name that
@@ -203,6 +205,7 @@ def render(g: CausalGraph, order: RenderOrder | None = None) -> str:
             names = [r if r is not n else quote_name(n, False, ('""', "''", "“”")) for r, n in zip(names, o.nodes)]
         return ", ".join(names)
     touched = {n for e in g.directed | g.bidirected for n in e}
-    parts = [f"{render_name(a)} -> {render_name(c)}" for a, c in o.directed]
+    parts = [f"{render_name(c)} <- {render_name(a)}" if child_first else f"{render_name(a)} -> {render_name(c)}"
+             for a, c in o.directed]
     parts += [f"{render_name(a)} <-> {render_name(c)}" for a, c in o.bidirected]
     return ", ".join(parts + [render_name(n) for n in o.nodes if n not in touched])
