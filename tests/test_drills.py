@@ -28,7 +28,14 @@ from calver.data_gen.drills import (
 from calver.data_gen.gen_config import ConfigError, parse_run
 from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import lookup_line
-from calver.evaluation.drill_report import DrillReportConfig, asked_drills, compare_reports, rates, solved_rates
+from calver.evaluation.drill_report import (
+    DrillReportConfig,
+    asked_drills,
+    compare_reports,
+    lookups_by_line,
+    rates,
+    solved_rates,
+)
 from calver.infer.sample import load_problems
 from calver.verifier.parsers import parse_graph
 
@@ -157,6 +164,8 @@ def test_drill_report_command_end_to_end(tiny_model_dir, tmp_path, capsys):
     assert report["drills"]["n"] == 3 and report["drills"]["seed"] == 9001
     # 8 random tokens state no lookup: nothing is counted, and no rate is invented
     assert report["lookups"] == 0 and report["exact"] is None and report["marks_right"] is None
+    assert sum(v["drills"] for v in report["by_lookup"].values()) == 3  # n=3 drills, all lookups by default
+    assert all(v["solved"] == 0.0 for v in report["by_lookup"].values())
     assert json.loads(capsys.readouterr().out)["model"] == str(tiny_model_dir)
     rc = cli_main(["drill-report", "--model", str(tiny_model_dir), "--backend", "hf", "--n", "4", "--max_tokens", "8",
                    "--kinds", "transcribe", "--encodings", "matrix", "--out", str(out)])
@@ -197,6 +206,23 @@ def test_a_drill_is_solved_only_by_the_asked_lookup_listed_exactly():
         short = f"Edges {d.kind} {d.node}: " + (", ".join(f"{a} -> {b}" for a, b in dropped) or "none") + "."
         assert not d.solved(short) and not d.solved("")
         assert d.solved(f"Edges {d.kind} {other}: none.\n{d.answer}")  # the asked node's lookup decides
+
+
+def test_lookups_by_line_splits_the_solved_drills_by_kind_and_graph_line():
+    items = drills(DrillConfig(n=80, seed=21, lookup="rule", kinds=("into", "out of", "transcribe"),
+                               lookup_encodings=("arrows", "json_parents")))
+    # every third drill answered with its gold reply, the rest with nothing
+    replies = [d.answer if i % 3 == 0 else "" for i, d in enumerate(items)]
+    got = lookups_by_line(items, solved_rates(items, replies)["per_drill"])
+    want: dict[str, list[int]] = {}
+    for i, d in enumerate(items):
+        if d.kind in ("into", "out of"):
+            t = want.setdefault(f"{d.kind} / {d.encoding}", [0, 0])
+            t[0] += 1
+            t[1] += int(i % 3 == 0)
+    assert set(got) == {"into / arrows", "into / json_parents", "out of / arrows", "out of / json_parents"}
+    assert {k: (v["drills"], v["solved"]) for k, v in got.items()} == {k: (n, s / n) for k, (n, s) in want.items()}
+    assert sum(v["drills"] for v in got.values()) < len(items)  # the transcriptions are not lookups
 
 
 def _report(items, replies, model):

@@ -25,6 +25,7 @@ from calver.data_gen.drills import (
     Drill,
     DrillCheck,
     DrillConfig,
+    LookupDrill,
     TranscriptionDrill,
     check_replies,
     drills,
@@ -98,6 +99,20 @@ def transcription_by_encoding(items: Sequence[Drill], checks: Sequence[DrillChec
     return {enc: {k: v for k, v in rates(c).items() if k in keep} for enc, c in sorted(totals.items())}
 
 
+def lookups_by_line(items: Sequence[Drill], per_drill: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per lookup kind and the GRAPH line it reads (``"into / arrows"``): the lookup drills asked and the share
+    solved (``per_drill``: each drill's outcome by id). Which way a line lists the edges matters to a causal
+    model: a lookup whose node comes before what it copies (out of a node in an arrow line, into a node in a
+    parents map) is a copy after a cue; the other way round, a search."""
+    tally: dict[str, list[int]] = {}
+    for d in items:
+        if isinstance(d, LookupDrill) and d.id in per_drill:
+            t = tally.setdefault(f"{d.kind} / {d.encoding}", [0, 0])
+            t[0] += 1
+            t[1] += per_drill[d.id]
+    return {key: {"drills": n, "solved": _share(k, n)} for key, (n, k) in sorted(tally.items())}
+
+
 @dataclass(frozen=True)
 class AskedDrills:
     """The drills a report asks: ``config``'s, less the ``left_out`` whose graphs repeat a training graph."""
@@ -140,10 +155,11 @@ def run_drill_report(cfg: DrillReportConfig, asked: AskedDrills) -> dict[str, An
         comps = sampler.generate(prompts, SamplingConfig(temperature=0.0, max_tokens=cfg.max_tokens, logprobs=False))
     replies = [c[0].text for c in comps]
     checks = check_replies(items, replies)
+    solved = solved_rates(items, replies)
     return {"model": cfg.model, "adapter": cfg.adapter, "drills": asdict(asked.config), "asked": len(items),
             "left_out_as_repeated": asked.left_out, "seconds": round(time.perf_counter() - t0, 1),
-            **solved_rates(items, replies), **rates(sum(checks, DrillCheck())),
-            "by_encoding": transcription_by_encoding(items, checks), "first_reply": replies[0] if replies else None}
+            **solved, **rates(sum(checks, DrillCheck())), "by_encoding": transcription_by_encoding(items, checks),
+            "by_lookup": lookups_by_line(items, solved["per_drill"]), "first_reply": replies[0] if replies else None}
 
 
 def solved_rates(items: Sequence[Drill], replies: Sequence[str]) -> dict[str, Any]:
