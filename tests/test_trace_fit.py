@@ -12,7 +12,7 @@ from calver.data_gen.export import to_sft_rows
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import generate
 from calver.data_gen.trace_style import TraceStyle
-from calver.evaluation.trace_fit import fit_rows, line_tokens, load_rows, trace_lines
+from calver.evaluation.trace_fit import compare_fits, fit_rows, fit_set, line_tokens, load_rows, trace_lines
 
 REASONED = TraceStyle("rule", 0, "rule", system="compact")
 
@@ -121,3 +121,80 @@ def test_an_out_folder_that_cannot_be_written_exits_2_after_the_table(tiny_model
                  "--out", str(tmp_path / "file" / "fit")]) == 2
     got = capsys.readouterr()
     assert "| GRAPH |" in got.out and "cannot write" in got.err
+
+
+@require_modules("transformers", "torch")
+def test_each_row_s_exact_lines_add_up_to_the_set_s(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    rows = _rows(2)
+    got = fit_set(model, tok, rows)
+    assert set(got.rows) == {r["id"] for r in rows} and got.tasks == {r["id"]: r["task"] for r in rows}
+    for key, fit in got.lines.items():
+        task, _, line = key.rpartition("/")
+        outcomes = [ex[line] for i, ex in got.rows.items() if line in ex and (not task or got.tasks[i] == task)]
+        assert len(outcomes) == fit.lines and sum(outcomes) / len(outcomes) == pytest.approx(fit.exact)
+    assert got.lines == fit_rows(model, tok, rows)
+
+
+@require_modules("transformers", "torch")
+def test_fit_report_writes_per_row_outcomes_that_fit_compare_pairs(tiny_model_dir, tmp_path, capsys):
+    from calver.cli import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in _rows(1)))
+    out = str(tmp_path / "f")
+    assert main(["fit-report", "--model", str(tiny_model_dir), "--rows", f"t={rows}", "--out", out]) == 0
+    report = json.loads((tmp_path / "f" / "fit.json").read_text())
+    assert set(report["per_row"]["t"]["exact"]) == {r["id"] for r in _rows(1)}
+    assert main(["fit-compare", "--a", str(tmp_path / "f"), "--b", str(tmp_path / "f")]) == 0
+    same = compare_fits(report, report)["sets"]["t"]
+    assert same["paired_rows"] == 4 and all(r["b_minus_a"] == 0 for r in same["lines"].values())
+
+
+def _report(model, exact, tasks):
+    return {"model": model, "per_row": {"train": {"tasks": tasks, "exact": exact}}}
+
+
+def test_compare_fits_pairs_rows_by_id_and_task():
+    tasks = {"r1": "backdoor_set", "r2": "backdoor_set", "r3": "separation_set", "r4": "separation_set"}
+    a = _report("A", {"r1": {"Lookup": 0, "GRAPH": 1}, "r2": {"Lookup": 0, "GRAPH": 1},
+                      "r3": {"Lookup": 1, "GRAPH": 1}, "r4": {"Lookup": 0}}, tasks)
+    b = _report("B", {"r1": {"Lookup": 1, "GRAPH": 1}, "r2": {"Lookup": 1, "GRAPH": 0},
+                      "r3": {"Lookup": 0, "GRAPH": 1}, "r5": {"Lookup": 1}},
+                {**tasks, "r5": "separation_set"})
+    b["per_row"]["held_out"] = {"tasks": {}, "exact": {}}  # a set only one report has is not compared
+    got = compare_fits(a, b)
+    assert set(got["sets"]) == {"train"} and got["sets"]["train"]["paired_rows"] == 3  # r4, r5: one side only
+    lines = got["sets"]["train"]["lines"]
+    assert lines["Lookup"]["rows"] == 3 and lines["Lookup"]["a"] == pytest.approx(1 / 3)
+    assert lines["Lookup"]["b"] == pytest.approx(2 / 3) and lines["Lookup"]["b_minus_a"] == pytest.approx(1 / 3)
+    assert lines["backdoor_set/Lookup"]["b_minus_a"] == pytest.approx(1.0)
+    assert lines["backdoor_set/Lookup"]["ci"] == [pytest.approx(1.0), pytest.approx(1.0)]  # every row moved
+    assert lines["separation_set/Lookup"]["b_minus_a"] == pytest.approx(-1.0)
+    assert lines["GRAPH"]["b_minus_a"] == pytest.approx(-1 / 3)
+    lo, hi = lines["Lookup"]["ci"]
+    assert lo <= 1 / 3 <= hi
+    # a row whose task differs between the two is not a pair
+    b["per_row"]["train"]["tasks"]["r1"] = "frontdoor_set"
+    assert compare_fits(a, b)["sets"]["train"]["paired_rows"] == 2
+
+
+def test_fit_compare_command_reads_two_reports_and_refuses_one_without_rows(tmp_path, capsys):
+    from calver.cli import main
+
+    tasks = {"r1": "backdoor_set", "r2": "backdoor_set"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "fit.json").write_text(json.dumps(_report("A", {"r1": {"Lookup": 0}, "r2": {"Lookup": 0}},
+                                                                tasks)))
+    (tmp_path / "b.json").write_text(json.dumps(_report("B", {"r1": {"Lookup": 1}, "r2": {"Lookup": 0}}, tasks)))
+    out = tmp_path / "cmp.json"
+    assert main(["fit-compare", "--a", str(tmp_path / "a"), "--b", str(tmp_path / "b.json"), "--out", str(out)]) == 0
+    assert "| Lookup | 2 | 0.0% | 50.0% | +50.0" in capsys.readouterr().out
+    assert json.loads(out.read_text())["sets"]["train"]["lines"]["Lookup"]["b_minus_a"] == pytest.approx(0.5)
+    (tmp_path / "old.json").write_text(json.dumps({"model": "A", "fits": {}}))
+    assert main(["fit-compare", "--a", str(tmp_path / "old.json"), "--b", str(tmp_path / "b.json")]) == 2
+    assert "per-row" in capsys.readouterr().err
+    assert main(["fit-compare", "--a", str(tmp_path / "missing"), "--b", str(tmp_path / "b.json")]) == 2

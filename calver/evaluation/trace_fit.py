@@ -80,12 +80,31 @@ class LineFit:
     loss: float  # mean token cross-entropy (nats)
 
 
-def fit_rows(model, tokenizer, rows: Sequence[dict]) -> dict[str, LineFit]:
-    """Per trace line (``LINE``) and per task family and line (``task/LINE``) over ``rows``."""
+@dataclass(frozen=True)
+class SetFit:
+    """A set of rows, teacher-forced: ``lines``, per line and per ``task/LINE``; ``rows``, each row's lines
+    (by row id: line -> 1 when written exactly, else 0), what ``calver fit-compare`` pairs; ``tasks``, each
+    row's task family."""
+
+    lines: dict[str, LineFit]
+    rows: dict[str, dict[str, int]]
+    tasks: dict[str, str]
+
+
+def row_id(row: dict, index: int) -> str:
+    """A row's id (its ``id``; ``#index`` for a row without one)."""
+    return str(row.get("id") or f"#{index}")
+
+
+def fit_set(model, tokenizer, rows: Sequence[dict]) -> SetFit:
+    """Per trace line (``LINE``) and per task family and line (``task/LINE``) over ``rows``, and each row's
+    exact lines."""
     import torch
 
     tally: dict[str, list[float]] = {}  # key -> [lines, tokens, exact lines, right tokens, loss sum]
-    for row in rows:
+    per_row: dict[str, dict[str, int]] = {}
+    tasks: dict[str, str] = {}
+    for index, row in enumerate(rows):
         try:
             ids, lines = line_tokens(tokenizer, row["messages"])
         except ValueError as e:
@@ -96,17 +115,27 @@ def fit_rows(model, tokenizer, rows: Sequence[dict]) -> dict[str, LineFit]:
         target = x[0, 1:]
         loss = torch.nn.functional.cross_entropy(logits, target, reduction="none")
         right = logits.argmax(-1) == target
+        exact_lines = per_row.setdefault(row_id(row, index), {})
+        tasks[row_id(row, index)] = str(row.get("task", "?"))
         for name, at in lines.items():
             pos = torch.tensor([i - 1 for i in at if i > 0])  # token i is predicted at position i - 1
+            if not len(pos):
+                continue
+            exact_lines[name] = int(bool(right[pos].all()))
             for key in (name, f"{row.get('task', '?')}/{name}"):
                 t = tally.setdefault(key, [0, 0, 0, 0, 0.0])
                 t[0] += 1
                 t[1] += len(pos)
-                t[2] += int(bool(right[pos].all()))
+                t[2] += exact_lines[name]
                 t[3] += int(right[pos].sum())
                 t[4] += float(loss[pos].sum())
-    return {k: LineFit(int(n), int(tok), ex / n, ok / tok, ls / tok)
-            for k, (n, tok, ex, ok, ls) in tally.items() if tok}
+    fits = {k: LineFit(int(n), int(tok), ex / n, ok / tok, ls / tok) for k, (n, tok, ex, ok, ls) in tally.items()}
+    return SetFit(fits, per_row, tasks)
+
+
+def fit_rows(model, tokenizer, rows: Sequence[dict]) -> dict[str, LineFit]:
+    """Per trace line (``LINE``) and per task family and line (``task/LINE``) over ``rows``."""
+    return fit_set(model, tokenizer, rows).lines
 
 
 def load_rows(path: str | Path, limit: int | None) -> list[dict]:
@@ -184,7 +213,7 @@ def markdown(fits: dict[str, dict[str, LineFit]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def run_fit(cfg: FitReportConfig) -> dict[str, dict[str, LineFit]]:
+def run_fit(cfg: FitReportConfig) -> dict[str, SetFit]:
     sets = {name: load_rows(path, n) for name, (path, n) in cfg.sets.items()}
     for name, rows in sets.items():
         if not rows:
@@ -198,7 +227,7 @@ def run_fit(cfg: FitReportConfig) -> dict[str, dict[str, LineFit]]:
     if not tokenizer.is_fast:
         raise ValueError(f"{cfg.model}: fit-report needs a fast tokenizer (token offsets)")
     model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32).eval()
-    return {name: fit_rows(model, tokenizer, rows) for name, rows in sets.items()}
+    return {name: fit_set(model, tokenizer, rows) for name, rows in sets.items()}
 
 
 def _cli(args) -> int:
@@ -210,11 +239,12 @@ def _cli(args) -> int:
     except (ValueError, OSError) as e:
         print(f"calver fit-report: error: {e}", file=sys.stderr)
         return 2
-    md = markdown(fits)
+    md = markdown({n: f.lines for n, f in fits.items()})
     print(md)
     if cfg.out:
         data: dict[str, Any] = {"model": cfg.model, "rows": cfg.sets,
-                                "fits": {n: {k: asdict(v) for k, v in f.items()} for n, f in fits.items()}}
+                                "fits": {n: {k: asdict(v) for k, v in f.lines.items()} for n, f in fits.items()},
+                                "per_row": {n: {"tasks": f.tasks, "exact": f.rows} for n, f in fits.items()}}
         try:
             out = Path(cfg.out)
             out.mkdir(parents=True, exist_ok=True)
@@ -226,10 +256,98 @@ def _cli(args) -> int:
     return 0
 
 
+@dataclass
+class FitCompareConfig:
+    """``calver fit-compare --a DIR --b DIR [--out FILE]``: two fit reports paired over the rows both scored (by
+    row id and set name, rows of the same task family): per line and per ``task/LINE``, the share written exactly
+    by each, and b − a with a bootstrap interval over rows. The rows may be written in two styles (the same
+    problems as two mixes write them): the pairing is by problem."""
+
+    a: str = cfg_field(help="a `calver fit-report --out` folder (or its fit.json)")
+    b: str = cfg_field(help="another, on rows with the same ids")
+    out: str | None = cfg_field(None, help="write the comparison as JSON here (default: print only)")
+
+
+def read_fit(path: str | Path) -> dict[str, Any]:
+    """A fit report's JSON (a folder: its fit.json); ValueError when it does not read or holds no per-row
+    outcomes (a report written before they were recorded)."""
+    p = Path(path)
+    p = p / "fit.json" if p.is_dir() else p
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{p}: not a fit report ({e})") from e
+    if not isinstance(data, dict) or not isinstance(data.get("per_row"), dict):
+        raise ValueError(f"{p}: no per-row outcomes: rerun `calver fit-report --out` on it")
+    return data
+
+
+def compare_fits(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Per set both reports name: the rows both scored, and per line (and ``task/LINE``) over the rows holding
+    it in both: each report's exact share and b − a with a clustered bootstrap interval (a row is a cluster)."""
+    from calver.evaluation.bootstrap import paired_diff_ci
+
+    sets: dict[str, Any] = {}
+    for name in [n for n in a["per_row"] if n in b["per_row"]]:
+        ra, rb = a["per_row"][name], b["per_row"][name]
+        ids = [i for i in ra["exact"] if i in rb["exact"] and ra["tasks"].get(i) == rb["tasks"].get(i)]
+        tasks = sorted({ra["tasks"][i] for i in ids})
+        table: dict[str, Any] = {}
+        for key in [*SLOTS, *(f"{t}/{line}" for t in tasks for line in SLOTS)]:
+            task, _, line = key.rpartition("/")
+            pairs = [(ra["exact"][i][line], rb["exact"][i][line], i) for i in ids
+                     if line in ra["exact"][i] and line in rb["exact"][i] and (not task or ra["tasks"][i] == task)]
+            if not pairs:
+                continue
+            va, vb, rows = zip(*pairs)
+            ci = paired_diff_ci(vb, va, rows, cluster_key="row")  # the first argument minus the second: b − a
+            table[key] = {"rows": len(pairs), "a": sum(va) / len(va), "b": sum(vb) / len(vb),
+                          "b_minus_a": ci["estimate"], "ci": [ci["ci_low"], ci["ci_high"]]}
+        sets[name] = {"paired_rows": len(ids), "lines": table}
+    return {"a": a.get("model"), "b": b.get("model"), "sets": sets}
+
+
+def compare_markdown(result: dict[str, Any]) -> str:
+    out = []
+    for name, got in result["sets"].items():
+        out += [f"{name}: {got['paired_rows']} rows in both (a = {result['a']}, b = {result['b']})", "",
+                "| line | rows | a exact | b exact | b − a, pp [95% CI] |", "|---|---:|---:|---:|---|"]
+        for key, r in got["lines"].items():
+            lo, hi = (100 * x for x in r["ci"])
+            out.append(f"| {key} | {r['rows']} | {r['a']:.1%} | {r['b']:.1%} | "
+                       f"{100 * r['b_minus_a']:+.1f} [{lo:+.1f}, {hi:+.1f}] |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _compare_cli(args) -> int:
+    cfg = parse_command("fit-compare", FitCompareConfig, args)
+    if cfg is None:
+        return 2
+    try:
+        result = compare_fits(read_fit(cfg.a), read_fit(cfg.b))
+    except ValueError as e:
+        print(f"calver fit-compare: error: {e}", file=sys.stderr)
+        return 2
+    print(compare_markdown(result))
+    if cfg.out:
+        try:
+            Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(cfg.out).write_text(json.dumps(result, indent=2) + "\n")
+        except OSError as e:
+            print(f"calver fit-compare: error: cannot write {cfg.out}: {e}", file=sys.stderr)
+            return 2
+    return 0
+
+
 def add_commands(subparsers) -> None:
     add_command(subparsers, "fit-report", (FitReportConfig,),
                 help="per trace line, teacher-forced: which line a policy writes exactly, training vs held-out",
                 description=FitReportConfig.__doc__).set_defaults(func=_cli)
+    add_command(subparsers, "fit-compare", (FitCompareConfig,),
+                help="two fit reports paired over the rows both scored: per line, b − a with an interval",
+                description=FitCompareConfig.__doc__).set_defaults(func=_compare_cli)
 
 
-__all__ = ["FitReportConfig", "LineFit", "fit_rows", "line_tokens", "load_rows", "run_fit", "trace_lines"]
+__all__ = ["FitCompareConfig", "FitReportConfig", "LineFit", "SetFit", "compare_fits", "fit_rows", "fit_set",
+           "line_tokens", "load_rows", "read_fit", "row_id", "run_fit", "trace_lines"]
