@@ -10,6 +10,7 @@ import re
 
 import pytest
 from fixtures import random_dag
+from testing_utils import DATA_STACK, require_modules
 
 from calver.data_gen.gen_config import GenConfig
 from calver.data_gen.generators import canonical_answer, canonical_trace, generate
@@ -146,6 +147,7 @@ def test_the_lookup_loss_spans_and_fit_report_lines_cover_the_child_first_items(
             assert text == "none" or all(" <- " in item for item in text.split(", "))
 
 
+@require_modules(*DATA_STACK)
 def test_gen_writes_cue_first_rows_and_records_the_style(tmp_path):
     import json
 
