@@ -198,3 +198,9 @@ def test_fit_compare_command_reads_two_reports_and_refuses_one_without_rows(tmp_
     assert main(["fit-compare", "--a", str(tmp_path / "old.json"), "--b", str(tmp_path / "b.json")]) == 2
     assert "per-row" in capsys.readouterr().err
     assert main(["fit-compare", "--a", str(tmp_path / "missing"), "--b", str(tmp_path / "b.json")]) == 2
+    for bad in ({"t": {"exact": {"r1": {"Lookup": 0}}}}, {"t": {"tasks": {}, "exact": {"r1": {"Lookup": "yes"}}}},
+                {"t": []}):
+        (tmp_path / "bad.json").write_text(json.dumps({"model": "A", "per_row": bad}))
+        capsys.readouterr()
+        assert main(["fit-compare", "--a", str(tmp_path / "bad.json"), "--b", str(tmp_path / "b.json")]) == 2
+        assert "per_row['t']" in capsys.readouterr().err

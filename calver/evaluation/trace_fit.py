@@ -279,6 +279,12 @@ def read_fit(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{p}: not a fit report ({e})") from e
     if not isinstance(data, dict) or not isinstance(data.get("per_row"), dict):
         raise ValueError(f"{p}: no per-row outcomes: rerun `calver fit-report --out` on it")
+    for name, got in data["per_row"].items():
+        exact = got.get("exact") if isinstance(got, dict) else None
+        tasks = got.get("tasks") if isinstance(got, dict) else None
+        if not isinstance(exact, dict) or not isinstance(tasks, dict) or not all(
+                isinstance(lines, dict) and all(v in (0, 1) for v in lines.values()) for lines in exact.values()):
+            raise ValueError(f"{p}: per_row[{name!r}] is not {{'tasks': {{id: task}}, 'exact': {{id: {{line: 0|1}}}}}}")
     return data
 
 
