@@ -10,6 +10,7 @@ from calver.evaluation.bootstrap import (
     count_matrix,
     draw_cluster_indices,
     mean_ci,
+    paired_change_ci,
     paired_diff_ci,
     reference_paired_diff,
 )
@@ -60,6 +61,18 @@ def test_point_estimate_independent_of_draws_and_records_provenance():
     assert r2["n_units"] == len(a) and r2["n_clusters"] == len(set(clusters))
     assert r2["ci_low"] <= r2["mean_diff"] <= r2["ci_high"]
     assert r1["mean_a"] == pytest.approx(a.mean()) and r1["mean_b"] == pytest.approx(b.mean())
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_change_is_b_minus_a_with_each_mean_under_its_own_name(seed):
+    a, b, clusters = _data(seed=seed)
+    got = paired_change_ci(a, b, clusters, draws=400, seed=seed, cluster_key="row")
+    slow = reference_paired_diff(b, a, clusters, draws=400, seed=seed)  # the loop's b − a, independently
+    assert got["estimate"] == pytest.approx(b.mean() - a.mean(), abs=1e-12)
+    for key in ("mean_diff", "ci_low", "ci_high"):
+        assert got[key] == pytest.approx(slow[key], abs=1e-12)
+    assert got["mean_a"] == pytest.approx(a.mean()) and got["mean_b"] == pytest.approx(b.mean())
+    assert got["cluster_key"] == "row"
 
 
 def test_mask_gives_conditional_mean():

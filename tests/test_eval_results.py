@@ -22,7 +22,7 @@ from calver.evaluation.bootstrap import mean_ci
 from calver.evaluation.breakdowns import ate_margin_band, check_fields
 from calver.evaluation.evaluate import evaluate
 from calver.evaluation.multi import evaluate_pools
-from calver.evaluation.report import write_report
+from calver.evaluation.report import pct, share, write_json_out, write_report
 from calver.evaluation.results import EvalResult, MultiEvalResult, load_results
 from calver.infer.firewall import strip_problem
 from calver.infer.pool import Pool
@@ -263,3 +263,13 @@ def test_multi_pool_report_names_verification_modes_and_graph_recovery_per_polic
     assert not problems, problems
     sub = (tmp_path / "report" / "policy_l1" / "report.md").read_text()
     assert "## Graph recovery (constructed mode)" in sub and "Verification: candidate_graph 3 units." in sub
+
+
+def test_shares_of_nothing_are_null_and_json_outs_write_or_exit_2(tmp_path, capsys):
+    assert share(1, 4) == 0.25 and share(0, 0) is None and pct(share(0, 0)) == "n/a"
+    out = tmp_path / "deep" / "er" / "r.json"
+    assert write_json_out("x-report", {"solved": share(0, 0)}, str(out)) == 0
+    assert json.loads(out.read_text()) == {"solved": None}
+    assert write_json_out("x-report", {}, None) == 0
+    assert write_json_out("x-report", {}, str(tmp_path)) == 2  # a folder: cannot be written as a file
+    assert "calver x-report: error: cannot write" in capsys.readouterr().err

@@ -166,6 +166,9 @@ def test_lookups_read_back_from_traces_are_checked_against_the_graph(tmp_path):
     got = rationale_lookups(load_units(pool.root))
     assert got["lookups"] == 3 and got["exact"] == pytest.approx(1 / 3) and got["empty"] == pytest.approx(1 / 3)
     assert got["in_graph"] == pytest.approx(len(parents) / (len(parents) + 1))
+    # no scans in this pool: their shares are null, and the whole section is strict JSON (no NaN)
+    assert got["scans"] == 0 and got["scans_complete"] is None and got["marks_right"] is None
+    json.dumps(got, allow_nan=False)
     plain = build_pool(str(tmp_path / "plain"), [(p, 0, [canonical_trace(p, PLAIN)]) for p in probs[:2]],
                        raw_texts=True)
     assert rationale_lookups(load_units(plain.root)) is None

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from calver.config import ConfigError, build, cfg_field, collect, unknown_key_hints
 from calver.data_gen.drills import DrillConfig, drill_config
 from calver.data_gen.names import NAMINGS
-from calver.data_gen.prompts import GRAPH_SLOTS, SYSTEMS, VERBATIM_ENCODINGS
+from calver.data_gen.prompts import GRAPH_SLOTS, SYSTEMS, VERBATIM_ENCODINGS, VERBATIM_SLOTS
 from calver.data_gen.text_levels import LEVELS as TEXT_LEVELS
 from calver.data_gen.trace_style import ANSWER_CHOICES, RATIONALES, TraceStyle
 from calver.verifier.parsers import RENDER_FORMATS
@@ -263,7 +263,7 @@ class RunConfig:
         arrow list (the arrow list stands in where the run has no other encoding)."""
         encodings = self.drill_encodings
         if encodings is None:
-            verbatim = VERBATIM_ENCODINGS if self.graph_slot in ("verbatim", "cue_first") else ()
+            verbatim = VERBATIM_ENCODINGS if self.graph_slot in VERBATIM_SLOTS else ()
             encodings = [e for e in self.gen.encoding if e not in verbatim] or ["arrows"]
         return drill_config(self.drills, self.gen.seed, self.gen.n_nodes, self.gen.naming, self.drill_kinds,
                             encodings, self.drill_lookup, self.drill_lookup_encodings)

@@ -40,6 +40,7 @@ _CLASS_WORDS = {
 # GRAPH bit parses every encoding. ``cue_first``: verbatim, and the arrow lines of the families whose rule
 # reads a node's parents written child first (``L <- K``), so each lookup's node comes before what it copies.
 GRAPH_SLOTS = ("arrows", "verbatim", "cue_first")
+VERBATIM_SLOTS = ("verbatim", "cue_first")  # the slots that copy a matrix or parents map as shown
 VERBATIM_ENCODINGS = ("json_parents", "matrix")
 PARENT_LOOKUP_TASKS = ("backdoor_set", "separation_set")  # their rule rationales look up edges into a node
 

@@ -127,6 +127,14 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], clusters: Sequence[Ha
     return res
 
 
+def paired_change_ci(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hashable], **kw: Any) -> dict[str, Any]:
+    """The change from ``a`` to ``b``: mean(b - a) on the same units, as :func:`paired_diff_ci` computes it,
+    with ``mean_a`` and ``mean_b`` each its own side's mean (what a before/after comparison reports)."""
+    res = paired_diff_ci(b, a, clusters, **kw)
+    res["mean_a"], res["mean_b"] = res["mean_b"], res["mean_a"]
+    return res
+
+
 def reference_paired_diff(a, b, clusters, *, draws: int, seed: int, alpha: float = 0.05) -> dict[str, float]:
     """Slow reference: an explicit Python loop over draws and units (same RNG stream). For tests."""
     codes, c = cluster_codes(clusters)

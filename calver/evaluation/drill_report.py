@@ -32,6 +32,7 @@ from calver.data_gen.drills import (
     load_drill_graphs,
 )
 from calver.data_gen.isomorphism import repeated_graphs
+from calver.evaluation.report import share, write_json_out
 from calver.verifier.graph import CausalGraph
 
 HELD_OUT = ("medicine", "economics", "education", "ecology")  # configs/gen/heldout-4-9.yaml's names
@@ -71,21 +72,17 @@ class DrillReportConfig:
                            lookup=self.lookup, lookup_encodings=tuple(self.lookup_encodings))
 
 
-def _share(a: int, b: int) -> float | None:
-    return a / b if b else None
-
-
 def rates(c: DrillCheck) -> dict[str, Any]:
     """The shares a report prints (None where nothing was counted)."""
     lk, tr = c.lookup, c.transcription
-    return {"lookups": lk.lookups, "exact": _share(lk.exact, lk.lookups),
-            "lookup_precision": _share(lk.listed_true, lk.listed), "lookup_recall": _share(lk.listed_true, lk.true),
-            "lookup_in_graph": _share(lk.in_graph, lk.listed), "scans": lk.scans,
-            "complete": _share(lk.complete, lk.scans), "scanned_in_graph": _share(lk.scanned_in_graph, lk.scanned),
-            "marks_right": _share(lk.marks_right, lk.scanned), "no_everywhere": _share(lk.not_the_node_s, lk.scanned),
-            "transcriptions": tr.drills, "graph_exact": _share(tr.exact, tr.drills),
-            "graph_verbatim": _share(tr.verbatim, tr.drills), "edge_precision": _share(tr.right, tr.listed),
-            "edge_recall": _share(tr.right, tr.graph_edges)}
+    return {"lookups": lk.lookups, "exact": share(lk.exact, lk.lookups),
+            "lookup_precision": share(lk.listed_true, lk.listed), "lookup_recall": share(lk.listed_true, lk.true),
+            "lookup_in_graph": share(lk.in_graph, lk.listed), "scans": lk.scans,
+            "complete": share(lk.complete, lk.scans), "scanned_in_graph": share(lk.scanned_in_graph, lk.scanned),
+            "marks_right": share(lk.marks_right, lk.scanned), "no_everywhere": share(lk.not_the_node_s, lk.scanned),
+            "transcriptions": tr.drills, "graph_exact": share(tr.exact, tr.drills),
+            "graph_verbatim": share(tr.verbatim, tr.drills), "edge_precision": share(tr.right, tr.listed),
+            "edge_recall": share(tr.right, tr.graph_edges)}
 
 
 def transcription_by_encoding(items: Sequence[Drill], checks: Sequence[DrillCheck]) -> dict[str, dict[str, Any]]:
@@ -110,7 +107,7 @@ def lookups_by_line(items: Sequence[Drill], per_drill: dict[str, int]) -> dict[s
             t = tally.setdefault(f"{d.kind} / {d.encoding}", [0, 0])
             t[0] += 1
             t[1] += per_drill[d.id]
-    return {key: {"drills": n, "solved": _share(k, n)} for key, (n, k) in sorted(tally.items())}
+    return {key: {"drills": n, "solved": share(k, n)} for key, (n, k) in sorted(tally.items())}
 
 
 @dataclass(frozen=True)
@@ -187,18 +184,8 @@ def _main(args) -> int:
 
 
 def _emit(command: str, result: dict[str, Any], out: str | None) -> int:
-    """Print ``result`` as JSON and write it to ``out``; a file that cannot be written exits 2, after the print
-    (a report that took minutes of generation is not lost)."""
-    text = json.dumps(result, indent=2)
-    print(text)
-    if out:
-        try:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            Path(out).write_text(text + "\n")
-        except OSError as e:
-            print(f"calver {command}: error: cannot write {out}: {e}", file=sys.stderr)
-            return 2
-    return 0
+    print(json.dumps(result, indent=2))
+    return write_json_out(command, result, out)
 
 
 @dataclass
@@ -225,17 +212,17 @@ def _read_report(path: str) -> dict[str, Any]:
 def compare_reports(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Drills solved, ``b`` − ``a``, paired over the drills both asked, with a bootstrap interval over drills.
     ValueError when the two asked different drill settings or share no drill."""
-    from calver.evaluation.bootstrap import paired_diff_ci
+    from calver.evaluation.bootstrap import paired_change_ci
 
     if a["drills"] != b["drills"]:
         raise ValueError("the two reports asked drills drawn with different settings")
     ids = [i for i in a["per_drill"] if i in b["per_drill"]]
     if not ids:
         raise ValueError("the two reports share no drill")
-    res = paired_diff_ci([b["per_drill"][i] for i in ids], [a["per_drill"][i] for i in ids], ids,
-                         cluster_key="drill")
-    return {"a": a.get("model"), "b": b.get("model"), "drills": len(ids), "solved_a": res["mean_b"],
-            "solved_b": res["mean_a"], "b_minus_a": res["estimate"], "ci": [res["ci_low"], res["ci_high"]]}
+    res = paired_change_ci([a["per_drill"][i] for i in ids], [b["per_drill"][i] for i in ids], ids,
+                           cluster_key="drill")
+    return {"a": a.get("model"), "b": b.get("model"), "drills": len(ids), "solved_a": res["mean_a"],
+            "solved_b": res["mean_b"], "b_minus_a": res["estimate"], "ci": [res["ci_low"], res["ci_high"]]}
 
 
 def _compare_main(args) -> int:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
+from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_change_ci, paired_diff_ci
 from calver.evaluation.grading import is_correct
 from calver.evaluation.metrics import calver_index, unit_parsed
 from calver.evaluation.units import UnitFacts
@@ -132,8 +132,5 @@ def compare_policies(units_a: Sequence[UnitFacts], units_b: Sequence[UnitFacts],
     ra, rb = [unit_rates(a[k]) for k in common], [unit_rates(b[k]) for k in common]
     out: dict[str, Any] = {"n_units": len(common), "n_clusters": len(set(clusters))}
     for key in keys:
-        res = paired_diff_ci([r[key] for r in rb], [r[key] for r in ra], clusters, draws=draws, seed=seed)
-        # paired_diff_ci names its first argument a; here that is pool b: each mean under its own pool's name
-        res["mean_a"], res["mean_b"] = res["mean_b"], res["mean_a"]
-        out[key] = res
+        out[key] = paired_change_ci([r[key] for r in ra], [r[key] for r in rb], clusters, draws=draws, seed=seed)
     return out

@@ -33,7 +33,7 @@ from calver.evaluation.baselines import HEURISTICS, heuristic_answers
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
 from calver.evaluation.grading import is_correct
 from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
-from calver.evaluation.report import ci_text, pct
+from calver.evaluation.report import ci_text, pct, share
 from calver.evaluation.units import UnitFacts
 from calver.verifier import SLOTS, Problem, get_family, parse_graph
 from calver.verifier.contract import split_slots
@@ -135,12 +135,8 @@ def _own_graph(text: str, problem: Problem) -> CausalGraph | None:
         return None
 
 
-def _share(a: int, b: int) -> float:
-    return a / b if b else float("nan")
-
-
 def _lookup_shares(c: LookupCheck) -> dict[str, Any]:
-    return {"lookups": c.lookups, "exact": _share(c.exact, c.lookups)}
+    return {"lookups": c.lookups, "exact": share(c.exact, c.lookups)}
 
 
 def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
@@ -177,16 +173,16 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
                 own += check_lookups(text, stated)
     if not total.lookups:
         return None
-    return {"lookups": total.lookups, "exact": _share(total.exact, total.lookups),
-            "precision": _share(total.listed_true, total.listed), "recall": _share(total.listed_true, total.true),
-            "in_graph": _share(total.in_graph, total.listed), "empty": _share(total.empty, total.lookups),
+    return {"lookups": total.lookups, "exact": share(total.exact, total.lookups),
+            "precision": share(total.listed_true, total.listed), "recall": share(total.listed_true, total.true),
+            "in_graph": share(total.in_graph, total.listed), "empty": share(total.empty, total.lookups),
             "scans": total.scans,
-            "scans_complete": _share(total.complete, total.scans),
-            "scanned_in_graph": _share(total.scanned_in_graph, total.scanned),
-            "marks_right": _share(total.marks_right, total.scanned),
-            "always_no": _share(total.not_the_node_s, total.scanned),
+            "scans_complete": share(total.complete, total.scans),
+            "scanned_in_graph": share(total.scanned_in_graph, total.scanned),
+            "marks_right": share(total.marks_right, total.scanned),
+            "always_no": share(total.not_the_node_s, total.scanned),
             "graph_bit": _lookup_shares(copied), "own_graph": _lookup_shares(own),
-            "answers": {key: {"candidates": n, "valid": _share(v, n)}
+            "answers": {key: {"candidates": n, "valid": share(v, n)}
                         for key, (n, v) in (("all_exact", answers[True]), ("some_wrong", answers[False]))}}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -16,6 +17,25 @@ from calver.evaluation.graph_recovery import GraphRecovery
 from calver.evaluation.results import Breakdown, EvalResult, Interval, KCurve, MultiEvalResult
 
 CURVE_SELECTORS = ("calver", "prm", "plurality")
+
+
+def write_json_out(command: str, result: Any, out: str | None) -> int:
+    """Write ``result`` as JSON to ``out`` (nothing when None): 0, or 2 with ``calver COMMAND: error`` on stderr
+    when the file cannot be written (callers print the result first, so minutes of work are not lost)."""
+    if not out:
+        return 0
+    try:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=2) + "\n")
+    except OSError as e:
+        print(f"calver {command}: error: cannot write {out}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def share(part: int, whole: int) -> float | None:
+    """``part / whole``, or None (null in a JSON report, "n/a" in a table) where nothing was counted."""
+    return part / whole if whole else None
 
 
 def pct(x: Any, signed: bool = False) -> str:

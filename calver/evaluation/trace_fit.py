@@ -291,7 +291,7 @@ def read_fit(path: str | Path) -> dict[str, Any]:
 def compare_fits(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Per set both reports name: the rows both scored, and per line (and ``task/LINE``) over the rows holding
     it in both: each report's exact share and b − a with a clustered bootstrap interval (a row is a cluster)."""
-    from calver.evaluation.bootstrap import paired_diff_ci
+    from calver.evaluation.bootstrap import paired_change_ci
 
     sets: dict[str, Any] = {}
     for name in [n for n in a["per_row"] if n in b["per_row"]]:
@@ -306,7 +306,7 @@ def compare_fits(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             if not pairs:
                 continue
             va, vb, rows = zip(*pairs)
-            ci = paired_diff_ci(vb, va, rows, cluster_key="row")  # the first argument minus the second: b − a
+            ci = paired_change_ci(va, vb, rows, cluster_key="row")
             table[key] = {"rows": len(pairs), "a": sum(va) / len(va), "b": sum(vb) / len(vb),
                           "b_minus_a": ci["estimate"], "ci": [ci["ci_low"], ci["ci_high"]]}
         sets[name] = {"paired_rows": len(ids), "lines": table}
@@ -327,6 +327,8 @@ def compare_markdown(result: dict[str, Any]) -> str:
 
 
 def _compare_cli(args) -> int:
+    from calver.evaluation.report import write_json_out
+
     cfg = parse_command("fit-compare", FitCompareConfig, args)
     if cfg is None:
         return 2
@@ -336,14 +338,7 @@ def _compare_cli(args) -> int:
         print(f"calver fit-compare: error: {e}", file=sys.stderr)
         return 2
     print(compare_markdown(result))
-    if cfg.out:
-        try:
-            Path(cfg.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(cfg.out).write_text(json.dumps(result, indent=2) + "\n")
-        except OSError as e:
-            print(f"calver fit-compare: error: cannot write {cfg.out}: {e}", file=sys.stderr)
-            return 2
-    return 0
+    return write_json_out("fit-compare", result, cfg.out)
 
 
 def add_commands(subparsers) -> None:
