@@ -109,8 +109,11 @@ def test_gpu_only_options_fail_clearly_on_cpu():
                                                                      "--vllm_enable_sleep_mode", "true"])
     with pytest.raises(ConfigError, match="vllm_enable_sleep_mode"):
         check_generation_backend(t)
-    with pytest.raises(ConfigError, match="--bf16 false"):
+    with pytest.raises(ConfigError, match="--use_cpu true.*--bf16 false"):
         load_sft_config(ROOT / "configs/sft/qwen2.5-7b-instruct.yaml")
+    # what the message offers works: bf16 autocast on the CPU
+    _, t, _ = load_sft_config(ROOT / "configs/sft/qwen2.5-7b-instruct.yaml", ["--use_cpu", "true"])
+    assert t.bf16 and t.use_cpu
 
 
 def test_cli_registers_train_subcommands(capsys):

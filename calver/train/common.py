@@ -95,7 +95,8 @@ def parse_config(types: Sequence[type], config: str | os.PathLike | None = None,
     except ValueError as e:  # dataclass __post_init__ checks end here
         msg = str(e)
         if "bf16" in msg and not cuda_available():
-            msg += " (this recipe asks for bf16 on a machine without a GPU: override with '--bf16 false')"
+            msg += (" (this recipe asks for bf16 on a machine without a GPU: '--use_cpu true' trains under bf16 "
+                    "autocast on the CPU, '--bf16 false' in float32)")
         raise ConfigError(msg) from None
 
 
