@@ -165,3 +165,19 @@ def test_help_lists_every_recipe_field(trainer, own, capsys):
         for f in dataclasses.fields(cls):
             if f.init and not f.name.startswith("_"):
                 assert f"--{f.name}" in out, (cls.__name__, f.name)
+
+
+def test_resident_memory_is_read_from_the_process_and_follows_an_allocation():
+    import resource
+    import sys
+
+    from calver.train.common import resident_gib
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc")
+    before = resident_gib()
+    block = b"x" * (200 * 2**20)  # 200 MiB, every page written
+    after = resident_gib()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # the kernel's peak, KiB on Linux
+    assert 0 < before < after <= peak * 1.001 and after - before > 0.15
+    del block

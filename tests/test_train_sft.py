@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,10 @@ def test_lora_sft_trains_and_saves_adapter(lora_run):
     run, out = lora_run
     s = run.summary
     assert s["mode"] == "lora" and s["steps"] == 3 and len(s["step_times_s"]) == 3
+    # resident memory after each step, bounded by the kernel's own peak for this process (ru_maxrss, KiB on Linux)
+    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    assert len(s["step_rss_gib"]) == 3 and all(0.05 < r <= peak_gib * 1.001 for r in s["step_rss_gib"])
+    assert s["rss_gib_max"] == max(s["step_rss_gib"]) and s["rss_gib_last"] == s["step_rss_gib"][-1]
     assert 0 < s["trainable_params"] < s["total_params"]
     assert json.loads((out / "calver_train_summary.json").read_text())["steps"] == 3
     weights = load_file(out / "adapter_model.safetensors")

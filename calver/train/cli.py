@@ -79,7 +79,8 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as e:  # exit status 2, like every calver command's config errors
         print(f"calver train {args.train_command}: error: {e}", file=sys.stderr)
         return 2
-    summary: dict[str, Any] = {k: v for k, v in run.summary.items() if k not in ("step_times_s", "logged_metrics")}
+    per_step = ("step_times_s", "step_rss_gib", "logged_metrics")  # in the summary file, not on the screen
+    summary: dict[str, Any] = {k: v for k, v in run.summary.items() if k not in per_step}
     print(json.dumps(summary, indent=2, default=str))
     return 0
 

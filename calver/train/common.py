@@ -276,13 +276,24 @@ def build_dataset(script_args: BaseScriptArguments, kind: str, path: str | None 
 
 
 # ---- timing and summaries --------------------------------------------------------------------------
+def resident_gib() -> float | None:
+    """This process's resident memory now, in GiB (Linux ``/proc``; None where it cannot be read)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
 def step_timer():
-    """A ``TrainerCallback`` recording the wall time of every optimizer step (``.step_times``)."""
+    """A ``TrainerCallback`` recording the wall time of every optimizer step (``.step_times``) and the process's
+    resident memory after it (``.step_rss_gib``: a run that grows step by step shows it in its summary)."""
     from transformers import TrainerCallback
 
     class StepTimer(TrainerCallback):
         def __init__(self) -> None:
             self.step_times: list[float] = []
+            self.step_rss_gib: list[float] = []
             self.log_history: list[dict[str, Any]] = []
             self._t0 = 0.0
 
@@ -291,6 +302,9 @@ def step_timer():
 
         def on_step_end(self, args, state, control, **kwargs):
             self.step_times.append(time.perf_counter() - self._t0)
+            rss = resident_gib()
+            if rss is not None:
+                self.step_rss_gib.append(rss)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs:
@@ -298,8 +312,10 @@ def step_timer():
 
         def summary(self) -> dict[str, Any]:
             t = self.step_times
+            m = self.step_rss_gib
             return {"steps": len(t), "step_time_mean_s": (sum(t) / len(t)) if t else None,
-                    "step_time_median_s": sorted(t)[len(t) // 2] if t else None, "step_times_s": t}
+                    "step_time_median_s": sorted(t)[len(t) // 2] if t else None, "step_times_s": t,
+                    "rss_gib_max": max(m) if m else None, "rss_gib_last": m[-1] if m else None, "step_rss_gib": m}
 
     return StepTimer()
 
