@@ -127,10 +127,12 @@ def paired_diff_ci(a: Sequence[float], b: Sequence[float], clusters: Sequence[Ha
     return res
 
 
-def paired_change_ci(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hashable], **kw: Any) -> dict[str, Any]:
+def paired_change_ci(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hashable], *,
+                     draws: int = HEADLINE_DRAWS, seed: int = 0, alpha: float = 0.05,
+                     cluster_key: str = DEFAULT_CLUSTER_KEY, mask: np.ndarray | None = None) -> dict[str, Any]:
     """The change from ``a`` to ``b``: mean(b - a) on the same units, as :func:`paired_diff_ci` computes it,
     with ``mean_a`` and ``mean_b`` each its own side's mean (what a before/after comparison reports)."""
-    res = paired_diff_ci(b, a, clusters, **kw)
+    res = paired_diff_ci(b, a, clusters, draws=draws, seed=seed, alpha=alpha, cluster_key=cluster_key, mask=mask)
     res["mean_a"], res["mean_b"] = res["mean_b"], res["mean_a"]
     return res
 
