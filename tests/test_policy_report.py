@@ -9,9 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-from fixtures import build_pool, small_config
+from fixtures import build_pool, small_config, trace_for
 
 from calver.data_gen.generators import generate
+from calver.data_gen.rationales import lookup_names, rule_rationale, with_rationale
 from calver.evaluation.baselines import heuristic_answer
 from calver.evaluation.policy_report import PolicyReportConfig, markdown, report_pool, rule_agreement
 from calver.evaluation.units import load_units
@@ -130,3 +131,54 @@ def test_bad_config_names_the_field(changes, field):
 
     with pytest.raises(ConfigError, match=field):
         PolicyReportConfig(**changes)
+
+
+def test_answer_names_count_names_and_whether_the_answer_follows_its_lookup(tmp_path):
+    """Three candidates a problem: the rule's trace with its own rule rationale (follows its lookup wherever the
+    rationale states one), the same rationale with the treatment (or an x node) added to the answer (departs,
+    names a query node), and an answer naming a node the graph lacks; each count against a hand tally."""
+    cfg = small_config(31, n_nodes=(5, 8), variants=("any",), latent=0.0)
+    problems = [p for t in ("backdoor_set", "separation_set", "frontdoor_set") for p in generate(t, 6, cfg)
+                if get_family(p.task).rule_object(p) is not None]
+    units, looked, n_names, in_graph = [], 0, 0, 0
+    for p in problems:
+        fam = get_family(p.task)
+        rule = fam.coerce_object(fam.rule_object(p))
+        why = rule_rationale(p, rule)
+        asked = p.query["treatment"] if "treatment" in p.query else p.query["x"][0]
+        texts = [with_rationale(trace_for(p, rule), why),
+                 with_rationale(trace_for(p, rule | {asked}), why),
+                 with_rationale(trace_for(p, rule | {"zz_not_a_node"}), why)]
+        units.append((p, 0, texts))
+        looked += 3 * ("Edges into" in (why or "") or "Edges out of" in (why or ""))
+        n_names += len(rule) + len(rule | {asked}) + len(rule) + 1
+        in_graph += len(rule) + len(rule | {asked}) + len(rule)
+    pool = load_units(build_pool(str(tmp_path / "names"), units, raw_texts=True).root)
+    rep = report_pool(pool, shuffles=1, draws=100, seed=0)
+    got = rep["answer_names"]
+    assert got["answers"] == 3 * len(problems)
+    assert got["names"] == n_names and got["in_graph"] == pytest.approx(in_graph / n_names)
+    assert got["only_graph_nodes"] == pytest.approx(2 / 3)
+    assert got["names_a_query_node"] == pytest.approx(1 / 3)
+    assert looked > 0 and got["with_lookup"] == looked
+    assert got["follows_lookup"] == pytest.approx(1 / 3)
+    follows = got["valid"]["follows"]
+    assert follows["candidates"] == looked // 3 and follows["valid"] == 1.0  # the rule's own answer is valid
+    assert got["valid"]["departs"]["candidates"] == 2 * looked // 3
+    assert "answer = the lookup's nodes" in markdown({"p": rep}, {})
+
+
+@pytest.mark.parametrize("trace, want", [
+    ("Rule: adjust for the parents of L. Edges into L: K -> L, N -> L.\n", {"K", "N"}),
+    ("Rule: the children of X intercept its directed paths. Edges out of X: X -> C.\n", {"C"}),
+    ("Rule: adjust for the parents of L. Edges into L: L <- K, L <- N.\n", {"K", "N"}),
+    ("Rule: adjust for the parents of L. Edges into L: none.\n", set()),
+    ("Rule: condition on the parents of {a, b}. Edges into a: c -> a. Edges into b: d e -> b.\n", {"c", "d e"}),
+    ("Rule: adjust for the parents of h. Edges into h: ticket, instance.\n", {"ticket", "instance"}),
+    ("Rule: x. Scan for edges into L: K -> L yes, L -> I no. Edges into L: K -> L.\n", {"K"}),
+    ("Rule: adjust for every non-descendant of X. Descendants of X: {Y}.\n", None),
+    ("GRAPH: A -> B\nANSWER: {A}", None),
+])
+def test_lookup_names_reads_each_lookup_s_other_ends(trace, want):
+    got = lookup_names(trace)
+    assert got == (None if want is None else frozenset(want))

@@ -269,6 +269,21 @@ def _check_scan(kind: str, node: str, text: str, g: CausalGraph) -> LookupCheck:
                        not_the_node_s=sum(1 for e in edges if len(e) == 2 and not _touches(e, kind, node)))
 
 
+def lookup_names(trace: str) -> frozenset[str] | None:
+    """The nodes a trace's rationale finds by its lookups: over every ``Edges into X: ...`` /
+    ``Edges out of X: ...`` it states, each listed edge's other end (a parent of X, a child of X; a listed item
+    that is not an edge counts as the name it is); None when it states no lookup. Scans are not lookups (their
+    ``Edges ...`` sentence after the scan is)."""
+    found: set[str] | None = None
+    for head, kind, node, text in LOOKUP_RE.findall(trace):
+        if head == "Scan for edges":
+            continue
+        found = set() if found is None else found
+        for e in listed_edges(text):
+            found.add(e[0] if len(e) == 1 else e[0] if kind == "into" else e[1])
+    return None if found is None else frozenset(found)
+
+
 def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
     """Each ``Edges into X: ...`` / ``Edges out of X: ...`` a trace's rationale states, against ``g`` (a node
     that is not in ``g``: a lookup that is never exact), and each ``Scan for edges into X: ...`` (see

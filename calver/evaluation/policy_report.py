@@ -12,6 +12,8 @@ For each pool (``--pool name=DIR``) it puts side by side, each with a problem-cl
   proposal valid on the problem's source), over problems whose family has a rule;
 - the shuffled-problem control (:func:`shuffled_control`): candidates graded against another problem of
   their family, so a policy that guesses scores the same on both;
+- set answers' names (:func:`answer_names`): the share that are nodes of the graph, answers naming a query
+  node, and whether an answer is what the trace's own rationale lookup lists;
 
 and, for every ``--compare a:b``, the paired differences b − a over the units both pools hold (a stage's
 effect: SFT vs base, RFT vs SFT, GRPO vs its start). It reads labels (grading), like ``calver eval``.
@@ -28,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from calver.config import ConfigError, add_command, cfg_field, parse_command
-from calver.data_gen.rationales import LookupCheck, check_lookups
+from calver.data_gen.rationales import LookupCheck, check_lookups, lookup_names
 from calver.evaluation.baselines import HEURISTICS, heuristic_answers
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
 from calver.evaluation.grading import is_correct
@@ -186,6 +188,54 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
                         for key, (n, v) in (("all_exact", answers[True]), ("some_wrong", answers[False]))}}
 
 
+def _query_nodes(problem: Problem) -> set[str]:
+    """The graph's nodes the query names (treatment, outcome, the x and y sets, ...)."""
+    named: set[str] = set()
+    for v in problem.query.values():
+        named.update([v] if isinstance(v, str) else [n for n in v if isinstance(n, str)]
+                     if isinstance(v, (list, tuple)) else [])
+    return named & set(problem.graph.nodes) if problem.graph is not None else named
+
+
+def answer_names(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
+    """Whether set answers name the problem's nodes, and whether they follow the trace's own rationale: over
+    candidates whose answer parsed to a node set, the names written and the share that are nodes of the source
+    graph, the share of answers naming only its nodes and of answers naming a node of the query (the treatment
+    as its own adjustment set); over those whose rationale states a lookup, the share whose answer is exactly
+    the nodes the lookups list, the query's nodes left out (:func:`lookup_names`: what the rule rationale then
+    answers), and the valid answers among those that do and those that do not. None when no answer is a set.
+    A policy that copies can still look up the wrong edges; one that writes names the graph lacks, or an answer
+    its own lookup does not give, fails before the rule."""
+    names = in_graph = answers = only_graph = query = 0
+    follows = {True: [0, 0], False: [0, 0]}  # answer = the lookup's nodes? -> [candidates, valid answers]
+    for u in units:
+        problem = u.grading_problem
+        if problem is None or problem.graph is None:
+            continue
+        nodes, asked = set(problem.graph.nodes), _query_nodes(problem)
+        for i, ans in enumerate(u.answers):
+            if not isinstance(ans, frozenset):
+                continue
+            answers += 1
+            names += len(ans)
+            in_graph += len(ans & nodes)
+            only_graph += int(ans <= nodes)
+            query += int(bool(ans & asked))
+            listed = lookup_names(u.texts[i]) if i < len(u.texts) else None
+            if listed is not None:
+                tally = follows[ans == listed - asked]
+                tally[0] += 1
+                tally[1] += int(i < len(u.correct) and bool(u.correct[i]))
+    if not answers:
+        return None
+    looked = follows[True][0] + follows[False][0]
+    return {"answers": answers, "names": names, "in_graph": share(in_graph, names),
+            "only_graph_nodes": share(only_graph, answers), "names_a_query_node": share(query, answers),
+            "with_lookup": looked, "follows_lookup": share(follows[True][0], looked),
+            "valid": {key: {"candidates": n, "valid": share(v, n)}
+                      for key, (n, v) in (("follows", follows[True]), ("departs", follows[False]))}}
+
+
 def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: int) -> dict[str, Any]:
     """Everything :mod:`policy_report` says about one pool (JSON-ready)."""
     agree, cl = rule_agreement(units)
@@ -199,6 +249,7 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
         "per_task": per_group(graded, task_of, draws=draws, seed=seed),
         "per_encoding": per_group(graded, encoding_of, draws=draws, seed=seed),
         "rationale_lookups": rationale_lookups(units),
+        "answer_names": answer_names(units),
     }
 
 
@@ -258,6 +309,17 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
                         [[name, a["candidates"] + w["candidates"], a["candidates"], cell(a), cell(w)]
                          for name, lk in looked.items()
                          for a, w in [(lk["answers"]["all_exact"], lk["answers"]["some_wrong"])]])
+    named = {n: r["answer_names"] for n, r in reports.items() if r.get("answer_names")}
+    if named:
+        valid = lambda t: f"{pct(t['valid'])} of {t['candidates']}" if t["candidates"] else "–"  # noqa: E731
+        lines += _table("Set answers: their names, and the trace's own lookup (% of names, of answers; answers "
+                        "whose rationale states a lookup, and whether the answer is the nodes it lists):",
+                        ["policy", "set answers", "names in the graph", "answers naming only graph nodes",
+                         "answers naming a query node", "with a lookup", "answer = the lookup's nodes",
+                         "valid, answer = lookup", "valid, answer departs"], "|---|" + "---:|" * 8,
+                        [[name, a["answers"], pct(a["in_graph"]), pct(a["only_graph_nodes"]),
+                          pct(a["names_a_query_node"]), a["with_lookup"], pct(a["follows_lookup"]),
+                          valid(a["valid"]["follows"]), valid(a["valid"]["departs"])] for name, a in named.items()])
     lines += _table("Answer-free heuristics on the same problems, and the policy's valid-answer rate minus each "
                     "(paired by problem):",
                     ["policy", "heuristic", "heuristic valid", "policy − heuristic", "problems"],
