@@ -179,7 +179,7 @@ def test_cycle_class_cap_is_recorded():
     assert any(p.meta["validity_class_truncated"] for p in problems)
 
 
-@pytest.mark.parametrize("naming", ["random_letters", "identifiers", "phrases"])
+@pytest.mark.parametrize("naming", ["random_letters", "identifiers", "phrases", "snake_phrases"])
 def test_every_naming_scores_gold_six_in_every_encoding(naming):
     """Issue 31: training names beyond the first n letters. Each naming, for every generated family and every
     encoding the verifier reads, gives problems whose canonical traces score 6/6 and grade correct."""
@@ -204,3 +204,29 @@ def test_every_naming_scores_gold_six_in_every_encoding(naming):
         assert len(names) == len(set(names)) == n
     if naming == "random_letters":
         assert any(node_names(5, naming, random.Random(s)) != ["A", "B", "C", "D", "E"] for s in range(3))
+
+
+def test_snake_phrases_are_snake_case_and_never_a_held_out_domain_name():
+    """The snake_case naming: one \\w+ token a name, multi-word where the vocabulary is, distinct past the
+    vocabulary's size, and disjoint from every DOMAINS vocabulary (the held-out names)."""
+    import re
+
+    from calver.data_gen.names import DOMAINS, SNAKE_HEADS, SNAKE_TAILS, node_names
+
+    held_out = {n for v in DOMAINS.values() for n in v}
+    vocab = len(SNAKE_TAILS) * (1 + len(SNAKE_HEADS))
+    for seed in range(20):
+        names = node_names(16, "snake_phrases", random.Random(seed))
+        assert len(set(names)) == 16
+        assert all(re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", n) for n in names), names
+        assert not set(names) & held_out
+    many = node_names(vocab + 7, "snake_phrases", random.Random(0))
+    assert len(set(many)) == vocab + 7 and not set(many) & held_out
+
+
+@pytest.mark.parametrize("naming", ["phrases", "snake_phrases"])
+def test_phrase_namings_stay_distinct_past_their_vocabulary(naming):
+    from calver.data_gen.names import node_names
+
+    for seed in range(3):
+        assert len(set(node_names(1200, naming, random.Random(seed)))) == 1200

@@ -60,9 +60,22 @@ PHRASE_TAILS: tuple[str, ...] = (
     "ticket volume", "battery wear", "shelf life", "queue length", "signal strength", "fuel cost",
     "staff turnover", "repair time", "order backlog", "dust level", "pump pressure", "loan demand", "bus delay",
 )
+# The same kind of names written as one snake_case identifier (``peak_crop_yield``, ``wait_time``), the form
+# most real variable names take, from a larger vocabulary of calver's own: a policy trained on spaced phrases
+# alone meets underscores only in short identifiers. No name equals a DOMAINS name (the held-out vocabularies).
+SNAKE_HEADS: tuple[str, ...] = PHRASE_HEADS + (
+    "north", "south", "upstream", "downstream", "morning", "evening", "monthly", "nominal", "mean", "total",
+)
+SNAKE_TAILS: tuple[str, ...] = PHRASE_TAILS + (
+    "cache hits", "disk usage", "packet loss", "cpu load", "memory pressure", "build time", "page views",
+    "click count", "cart size", "refund count", "wait time", "shift length", "belt speed", "valve angle",
+    "motor torque", "coolant flow", "paint thickness", "weld strength", "scrap count", "tool wear", "parcel weight",
+    "route length", "spindle speed", "ink level", "fan speed", "login count", "query latency", "gate delay",
+    "tank level", "kiln heat",
+)
 ID_PREFIXES: tuple[str, ...] = ("x", "v", "var", "node", "s", "u", "f", "obs", "k", "m")
 
-NAMINGS: tuple[str, ...] = ("letters", "random_letters", "identifiers", "phrases", *DOMAINS, "mixed")
+NAMINGS: tuple[str, ...] = ("letters", "random_letters", "identifiers", "phrases", "snake_phrases", *DOMAINS, "mixed")
 
 
 def letter_names(n: int) -> list[str]:
@@ -109,14 +122,24 @@ def phrase_names(n: int, rng: random.Random) -> list[str]:
     vocab = list(PHRASE_TAILS) + [f"{h} {t}" for h in PHRASE_HEADS for t in PHRASE_TAILS]
     picked = rng.sample(vocab, min(n, len(vocab)))
     extra = n - len(picked)
-    return picked + [f"{t} {2 + i // len(PHRASE_TAILS)}" for i, t in
-                     enumerate(rng.choice(PHRASE_TAILS) for _ in range(extra))] if extra > 0 else picked
+    return picked + [f"{PHRASE_TAILS[i % len(PHRASE_TAILS)]} {2 + i // len(PHRASE_TAILS)}" for i in range(extra)]
+
+
+def snake_phrase_names(n: int, rng: random.Random) -> list[str]:
+    """``n`` distinct snake_case multi-word names (``peak_crop_yield``, ``wait_time``) from :data:`SNAKE_HEADS` x
+    :data:`SNAKE_TAILS`, or a bare tail (suffixed ``_2``, ... past the vocabulary)."""
+    tails = [t.replace(" ", "_") for t in SNAKE_TAILS]
+    vocab = tails + [f"{h}_{t}" for h in SNAKE_HEADS for t in tails]
+    picked = rng.sample(vocab, min(n, len(vocab)))
+    extra = n - len(picked)
+    return picked + [f"{tails[i % len(tails)]}_{2 + i // len(tails)}" for i in range(extra)]
 
 
 def node_names(n: int, naming: str, rng: random.Random) -> list[str]:
     """Names for ``n`` nodes, in a random order (so a name never reveals a node's topological
     position). ``naming``: ``letters`` (the first ``n``), ``random_letters``, ``identifiers``, ``phrases``
-    (multi-word), a domain in :data:`DOMAINS`, or ``mixed`` (any of those, chosen per item)."""
+    (multi-word), ``snake_phrases`` (multi-word snake_case), a domain in :data:`DOMAINS`, or ``mixed`` (one of
+    letters, random letters, identifiers, phrases and the domains, chosen per item)."""
     if naming == "mixed":
         naming = rng.choice(("letters", "random_letters", "identifiers", "phrases", *DOMAINS))
     if naming == "letters":
@@ -129,4 +152,6 @@ def node_names(n: int, naming: str, rng: random.Random) -> list[str]:
         return identifier_names(n, rng)
     if naming == "phrases":
         return phrase_names(n, rng)
+    if naming == "snake_phrases":
+        return snake_phrase_names(n, rng)
     return domain_names(naming, n, rng)
