@@ -182,3 +182,16 @@ def test_answer_names_count_names_and_whether_the_answer_follows_its_lookup(tmp_
 def test_lookup_names_reads_each_lookup_s_other_ends(trace, want):
     got = lookup_names(trace)
     assert got == (None if want is None else frozenset(want))
+
+
+def test_a_blocking_answer_on_its_path_names_no_query_node(tmp_path):
+    """A blocking set is the path's interior by design: the rule's answers count as naming no query node."""
+    cfg = small_config(33, n_nodes=(5, 8), variants=("any",))
+    rules = [(p, get_family(p.task).rule_object(p)) for p in generate("blocking_set", 10, cfg)]
+    rules = [(p, r) for p, r in rules if r]  # non-empty: an interior node of the path
+    assert rules
+    pool = load_units(build_pool(str(tmp_path / "block"), [(p, 0, [r]) for p, r in rules]).root)
+    got = report_pool(pool, shuffles=1, draws=100, seed=0)["answer_names"]
+    interior = lambda p: set(get_family(p.task).normalize_query(p)["path"][0][1:-1])  # noqa: E731
+    assert all(set(r) <= interior(p) for p, r in rules)  # the rule answers are interior nodes of the path
+    assert got["answers"] == len(rules) and got["names_a_query_node"] == 0.0

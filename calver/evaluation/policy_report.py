@@ -188,31 +188,26 @@ def rationale_lookups(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
                         for key, (n, v) in (("all_exact", answers[True]), ("some_wrong", answers[False]))}}
 
 
-def _query_nodes(problem: Problem) -> set[str]:
-    """The graph's nodes the query names (treatment, outcome, the x and y sets, ...)."""
-    named: set[str] = set()
-    for v in problem.query.values():
-        named.update([v] if isinstance(v, str) else [n for n in v if isinstance(n, str)]
-                     if isinstance(v, (list, tuple)) else [])
-    return named & set(problem.graph.nodes) if problem.graph is not None else named
-
-
 def answer_names(units: Sequence[UnitFacts]) -> dict[str, Any] | None:
     """Whether set answers name the problem's nodes, and whether they follow the trace's own rationale: over
     candidates whose answer parsed to a node set, the names written and the share that are nodes of the source
-    graph, the share of answers naming only its nodes and of answers naming a node of the query (the treatment
-    as its own adjustment set); over those whose rationale states a lookup, the share whose answer is exactly
-    the nodes the lookups list, the query's nodes left out (:func:`lookup_names`: what the rule rationale then
-    answers), and the valid answers among those that do and those that do not. None when no answer is a set.
-    A policy that copies can still look up the wrong edges; one that writes names the graph lacks, or an answer
-    its own lookup does not give, fails before the rule."""
+    graph, the share of answers naming only its nodes and of answers naming a node or node set of the query
+    (the treatment as its own adjustment set; a path's nodes do not count); over those whose rationale states a
+    lookup, the share whose answer is exactly the nodes the lookups list, the query's nodes left out
+    (:func:`lookup_names`: what the rule rationale then answers), and the valid answers among those that do and
+    those that do not. None when no answer is a set. A policy that copies can still look up the wrong edges; one
+    that writes names the graph lacks, or an answer its own lookup does not give, fails before the rule."""
     names = in_graph = answers = only_graph = query = 0
     follows = {True: [0, 0], False: [0, 0]}  # answer = the lookup's nodes? -> [candidates, valid answers]
     for u in units:
         problem = u.grading_problem
         if problem is None or problem.graph is None:
             continue
-        nodes, asked = set(problem.graph.nodes), _query_nodes(problem)
+        fam = get_family(problem.task)
+        # the query's named nodes and node sets (treatment, outcome, x, y), not a path's nodes: a blocking
+        # set's answer is the path's interior by design
+        ends = tuple(k for k in fam.query_keys if fam.query_types[k] in ("node", "set"))
+        nodes, asked = set(problem.graph.nodes), fam.query_nodes(fam.normalize_query(problem), ends)
         for i, ans in enumerate(u.answers):
             if not isinstance(ans, frozenset):
                 continue

@@ -128,16 +128,7 @@ class TaskFamily:
         graph = problem.graph
         if graph is not None:
             for key in self.query_keys:
-                kind = self.query_types[key]
-                if kind == "node":
-                    names = {out[key]}
-                elif kind in ("set", "path", "list"):
-                    names = set(out[key])
-                elif kind == "typed_path":
-                    names = set(out[key][0])
-                else:
-                    names = set()
-                missing = [n for n in names if n not in graph]
+                missing = [n for n in self.query_nodes(out, (key,)) if n not in graph]
                 if missing:
                     raise ProblemError(f"query field {key!r} names node(s) not in the graph: "
                                        f"{', '.join(sorted(missing))}")
@@ -147,6 +138,20 @@ class TaskFamily:
                 f"not {problem.graph_class.value}"
             )
         return out
+
+    def query_nodes(self, query: Mapping[str, Any], keys: tuple[str, ...] | None = None) -> set[str]:
+        """The nodes a normalized ``query`` names under ``keys`` (default: every query key), read by each key's
+        type: a node, a set / path / list of nodes, a typed path's nodes; numbers and words name none."""
+        names: set[str] = set()
+        for key in self.query_keys if keys is None else keys:
+            kind, v = self.query_types[key], query[key]
+            if kind == "node":
+                names.add(v)
+            elif kind in ("set", "path", "list"):
+                names.update(v)
+            elif kind == "typed_path":
+                names.update(v[0])
+        return names
 
     # ---- what traces are judged on ----------------------------------------------------------
     def verification_object(self, problem: Problem) -> Any:

@@ -27,17 +27,7 @@ ROUTES = ("extract", "verify")
 # ---- agreement ------------------------------------------------------------------------------------
 def _query_nodes(problem: Problem) -> set[str]:
     fam = get_family(problem.task)
-    q = fam.normalize_query(problem)
-    out: set[str] = set()
-    for key in fam.query_keys:
-        kind, v = fam.query_types[key], q[key]
-        if kind == "node":
-            out.add(v)
-        elif kind in ("set", "path", "list"):
-            out |= set(v)
-        elif kind == "typed_path":
-            out |= set(v[0])
-    return out
+    return fam.query_nodes(fam.normalize_query(problem))
 
 
 def _typed_edges(g) -> set[tuple[str, str, str]]:
