@@ -119,20 +119,23 @@ def identifier_names(n: int, rng: random.Random) -> list[str]:
 def phrase_names(n: int, rng: random.Random) -> list[str]:
     """``n`` distinct multi-word names (``peak crop yield``) from :data:`PHRASE_HEADS` x :data:`PHRASE_TAILS`,
     or a bare tail (suffixed ``2``, ... past the vocabulary)."""
-    vocab = list(PHRASE_TAILS) + [f"{h} {t}" for h in PHRASE_HEADS for t in PHRASE_TAILS]
-    picked = rng.sample(vocab, min(n, len(vocab)))
-    extra = n - len(picked)
-    return picked + [f"{PHRASE_TAILS[i % len(PHRASE_TAILS)]} {2 + i // len(PHRASE_TAILS)}" for i in range(extra)]
+    return _multiword_names(n, rng, PHRASE_HEADS, PHRASE_TAILS, " ")
 
 
 def snake_phrase_names(n: int, rng: random.Random) -> list[str]:
     """``n`` distinct snake_case multi-word names (``peak_crop_yield``, ``wait_time``) from :data:`SNAKE_HEADS` x
     :data:`SNAKE_TAILS`, or a bare tail (suffixed ``_2``, ... past the vocabulary)."""
-    tails = [t.replace(" ", "_") for t in SNAKE_TAILS]
-    vocab = tails + [f"{h}_{t}" for h in SNAKE_HEADS for t in tails]
+    return _multiword_names(n, rng, SNAKE_HEADS, SNAKE_TAILS, "_")
+
+
+def _multiword_names(n: int, rng: random.Random, heads: tuple[str, ...], tails: tuple[str, ...],
+                     sep: str) -> list[str]:
+    """``n`` distinct names drawn from the bare tails and every head + tail, words joined by ``sep``; past the
+    vocabulary, tail i numbered ``2 + i // len(tails)`` (in order, so no two coincide)."""
+    joined = [t.replace(" ", sep) for t in tails]
+    vocab = joined + [f"{h}{sep}{t}" for h in heads for t in joined]
     picked = rng.sample(vocab, min(n, len(vocab)))
-    extra = n - len(picked)
-    return picked + [f"{tails[i % len(tails)]}_{2 + i // len(tails)}" for i in range(extra)]
+    return picked + [f"{joined[i % len(joined)]}{sep}{2 + i // len(joined)}" for i in range(n - len(picked))]
 
 
 def node_names(n: int, naming: str, rng: random.Random) -> list[str]:

@@ -274,14 +274,11 @@ def lookup_names(trace: str) -> frozenset[str] | None:
     ``Edges out of X: ...`` it states, each listed edge's other end (a parent of X, a child of X; a listed item
     that is not an edge counts as the name it is); None when it states no lookup. Scans are not lookups (their
     ``Edges ...`` sentence after the scan is)."""
-    found: set[str] | None = None
-    for head, kind, node, text in LOOKUP_RE.findall(trace):
-        if head == "Scan for edges":
-            continue
-        found = set() if found is None else found
-        for e in listed_edges(text):
-            found.add(e[0] if len(e) == 1 else e[0] if kind == "into" else e[1])
-    return None if found is None else frozenset(found)
+    lookups = [(kind, text) for head, kind, _, text in LOOKUP_RE.findall(trace) if head != "Scan for edges"]
+    if not lookups:
+        return None
+    return frozenset(e[1] if kind == "out of" and len(e) == 2 else e[0]
+                     for kind, text in lookups for e in listed_edges(text))
 
 
 def check_lookups(trace: str, g: CausalGraph) -> LookupCheck:
