@@ -14,7 +14,7 @@ from fixtures import build_pool, small_config, trace_for
 from calver.data_gen.generators import generate
 from calver.data_gen.rationales import lookup_names, rule_rationale, with_rationale
 from calver.evaluation.baselines import heuristic_answer
-from calver.evaluation.policy_report import PolicyReportConfig, markdown, report_pool, rule_agreement
+from calver.evaluation.policy_report import PolicyReportConfig, markdown, report_pool, rule_agreement, size_order
 from calver.evaluation.units import load_units
 from calver.verifier import get_family, grade
 
@@ -102,6 +102,29 @@ def test_per_encoding_rows_tell_the_encodings_apart(tmp_path):
     assert per["json_parents"]["valid_rate"]["estimate"] == 1.0
     assert per["json_parents"]["rule_agreement"]["estimate"] == 1.0
     assert "| encoding |" in markdown({"p": rep}, {}) and "| p | json_parents |" in markdown({"p": rep}, {})
+
+
+def test_per_size_rows_count_each_graph_size_in_numeric_order(tmp_path):
+    """A policy that applies the rule on graphs of at most 5 nodes and answers the empty set on larger ones: one
+    row per node count, in numeric order (10 after 9), each a hand count over the problems of that size."""
+    cfg = small_config(29, n_nodes=(4, 11), variants=("any",))
+    problems = [p for t in ("backdoor_set", "separation_set") for p in generate(t, 14, cfg)]
+    fam = lambda p: get_family(p.task)  # noqa: E731
+    size = {p.id: len(set(p.graph.nodes)) for p in problems}
+    answer = {p.id: fam(p).rule_object(p) if size[p.id] <= 5 else fam(p).coerce_object(()) for p in problems}
+    units = load_units(build_pool(str(tmp_path / "size"), [(p, 0, [answer[p.id]] * 2) for p in problems]).root)
+    rep = report_pool(units, shuffles=1, draws=200, seed=0)
+    per = rep["per_size"]
+    assert [int(k) for k in per] == sorted(set(size.values())) and max(size.values()) >= 10
+    for n, row in per.items():
+        mine = [p for p in problems if size[p.id] == int(n)]
+        assert row["n_units"] == len(mine)
+        assert row["valid_rate"]["estimate"] == pytest.approx(np.mean([grade(p, answer[p.id]) for p in mine]))
+        if int(n) <= 5:
+            assert row["rule_agreement"]["estimate"] == 1.0
+    md = markdown({"p": rep}, {})
+    assert "| nodes |" in md and all(f"| p | {n} |" in md for n in per)
+    assert sorted(["10", "none", "4", "9"], key=size_order) == ["4", "9", "10", "none"]
 
 
 def test_cli_writes_the_report_and_compares_stages(tmp_path):

@@ -6,7 +6,7 @@ For each pool (``--pool name=DIR``) it puts side by side, each with a problem-cl
 - the answer-free heuristics on the same problems (random subset of the candidate nodes, all candidates, the
   empty set, the family rule: :mod:`calver.evaluation.baselines`) and the policy's valid-answer rate minus
   each, paired by problem;
-- per task family and per prompt graph encoding (:func:`per_group`): GRAPH, 6/6, valid answers, rule
+- per task family, per prompt graph encoding and per graph size (:func:`per_group`): GRAPH, 6/6, valid answers, rule
   agreement and exact rationale lookups, beside the family rule's and a random subset's valid answers;
 - rule agreement: the share of candidates whose answer equals the family's rule answer (the first rule
   proposal valid on the problem's source), over problems whose family has a rule;
@@ -101,18 +101,30 @@ def encoding_of(u: UnitFacts) -> str:
     return prompt_encoding(u.grading_problem) or "unknown"
 
 
-def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws: int,
-              seed: int) -> dict[str, dict[str, Any]]:
+def size_of(u: UnitFacts) -> str:
+    """The number of nodes of the unit's source graph ("none" for a problem without one, K&K's): the lookups a
+    small policy gets right fall with the graph's size."""
+    g = u.grading_problem.graph
+    return str(len(g.nodes)) if g is not None else "none"
+
+
+def size_order(group: str) -> tuple[int, int]:
+    """Sort key of :func:`size_of`'s groups: by node count, "none" last."""
+    return (0, int(group)) if group.isdigit() else (1, 0)
+
+
+def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws: int, seed: int,
+              order: Callable[[str], Any] = str) -> dict[str, dict[str, Any]]:
     """Per group of units (``key``: :func:`task_of`, the family; :func:`encoding_of`, the prompt's graph
-    encoding): the GRAPH bit, 6/6, valid answers and rule agreement, beside the family rule's and a random
-    subset's valid-answer rates on the same problems (which family or encoding a policy learned, which not), and
-    the group's rationale lookups (:func:`rationale_lookups`: a lookup learned over one GRAPH line may not run over
-    another)."""
+    encoding; :func:`size_of`, the graph's node count), in ``order`` of the group's name: the GRAPH bit, 6/6,
+    valid answers and rule agreement, beside the family rule's and a random subset's valid-answer rates on the
+    same problems (which family or encoding a policy learned, which not), and the group's rationale lookups
+    (:func:`rationale_lookups`: a lookup learned over one GRAPH line may not run over another)."""
     groups: dict[str, HeuristicGrades] = {}
     for u, valid in graded:
         groups.setdefault(key(u), []).append((u, valid))
     out: dict[str, dict[str, Any]] = {}
-    for task, rows in sorted(groups.items()):
+    for task, rows in sorted(groups.items(), key=lambda kv: order(kv[0])):
         us = [u for u, _ in rows]
         stats = policy_stats(us, draws=draws, seed=seed)
         agree, cl = rule_agreement(us)
@@ -243,6 +255,7 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
         "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
         "per_task": per_group(graded, task_of, draws=draws, seed=seed),
         "per_encoding": per_group(graded, encoding_of, draws=draws, seed=seed),
+        "per_size": per_group(graded, size_of, draws=draws, seed=seed, order=size_order),
         "rationale_lookups": rationale_lookups(units),
         "answer_names": answer_names(units),
     }
@@ -270,7 +283,8 @@ def markdown(reports: dict[str, dict[str, Any]], comparisons: dict[str, dict[str
         rates = r["stats"]["bit_pass_rates"]
         lines.append(f"| {name} | " + " | ".join(f"{100 * rates[s]:.1f}" for s in SLOTS) + " |")
     for field, what, col in (("per_task", "task family", "task"),
-                             ("per_encoding", "prompt graph encoding", "encoding")):
+                             ("per_encoding", "prompt graph encoding", "encoding"),
+                             ("per_size", "graph size", "nodes")):
         lines += ["", f"Per {what} (%; the family rule's and a random subset's valid answers on the same problems):",
                   "", f"| policy | {col} | problems | GRAPH | 6/6 | valid answers | rule agreement | family rule | "
                   "random subset | rationale lookups exact |", "|---|---|---:|---|---|---|---|---|---|---|"]
