@@ -14,7 +14,8 @@ from fixtures import build_pool, small_config, trace_for
 from calver.data_gen.generators import generate
 from calver.data_gen.rationales import lookup_names, rule_rationale, with_rationale
 from calver.evaluation.baselines import heuristic_answer
-from calver.evaluation.policy_report import PolicyReportConfig, markdown, report_pool, rule_agreement, size_order
+from calver.evaluation.breakdowns import stratum_order
+from calver.evaluation.policy_report import PolicyReportConfig, markdown, report_pool, rule_agreement
 from calver.evaluation.units import load_units
 from calver.verifier import get_family, grade
 
@@ -124,7 +125,7 @@ def test_per_size_rows_count_each_graph_size_in_numeric_order(tmp_path):
             assert row["rule_agreement"]["estimate"] == 1.0
     md = markdown({"p": rep}, {})
     assert "| nodes |" in md and all(f"| p | {n} |" in md for n in per)
-    assert sorted(["10", "none", "4", "9"], key=size_order) == ["4", "9", "10", "none"]
+    assert sorted(["10", "n/a", "4", "9"], key=stratum_order) == ["4", "9", "10", "n/a"]
 
 
 def test_cli_writes_the_report_and_compares_stages(tmp_path):

@@ -117,7 +117,8 @@ def check_fields(fields: Sequence[str], *, policy: bool = False) -> list[str]:
     return out
 
 
-def _sort_key(stratum: str) -> tuple:
+def stratum_order(stratum: str) -> tuple:
+    """Sort key of strata: numbers first, in numeric order (10 after 9), then names, ``n/a`` last."""
     try:
         return (0, float(stratum), stratum)
     except ValueError:
@@ -141,7 +142,7 @@ def breakdowns(units: Sequence[UnitFacts], indices: Mapping[str, Mapping[Hashabl
         else:
             values = [MISSING if (v := BY_FIELDS[f](u)) is None else str(v) for u in units]
         rows = []
-        for stratum in sorted(set(values), key=_sort_key):
+        for stratum in sorted(set(values), key=stratum_order):
             idx = [j for j, v in enumerate(values) if v == stratum]
             sub = [units[j] for j in idx]
             clusters = [u.source_id for u in sub]

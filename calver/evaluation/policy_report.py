@@ -33,6 +33,7 @@ from calver.config import ConfigError, add_command, cfg_field, parse_command
 from calver.data_gen.rationales import LookupCheck, check_lookups, lookup_names
 from calver.evaluation.baselines import HEURISTICS, heuristic_answers
 from calver.evaluation.bootstrap import DECOMPOSITION_DRAWS, mean_ci, paired_diff_ci
+from calver.evaluation.breakdowns import MISSING, stratum_order
 from calver.evaluation.grading import is_correct
 from calver.evaluation.policy import compare_policies, policy_stats, shuffled_control
 from calver.evaluation.report import ci_text, pct, share
@@ -102,21 +103,16 @@ def encoding_of(u: UnitFacts) -> str:
 
 
 def size_of(u: UnitFacts) -> str:
-    """The number of nodes of the unit's source graph ("none" for a problem without one, K&K's): the lookups a
+    """The number of nodes of the unit's source graph (``n/a`` for a problem without one, K&K's): the lookups a
     small policy gets right fall with the graph's size."""
     g = u.grading_problem.graph
-    return str(len(g.nodes)) if g is not None else "none"
+    return str(len(g.nodes)) if g is not None else MISSING
 
 
-def size_order(group: str) -> tuple[int, int]:
-    """Sort key of :func:`size_of`'s groups: by node count, "none" last."""
-    return (0, int(group)) if group.isdigit() else (1, 0)
-
-
-def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws: int, seed: int,
-              order: Callable[[str], Any] = str) -> dict[str, dict[str, Any]]:
+def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws: int,
+              seed: int) -> dict[str, dict[str, Any]]:
     """Per group of units (``key``: :func:`task_of`, the family; :func:`encoding_of`, the prompt's graph
-    encoding; :func:`size_of`, the graph's node count), in ``order`` of the group's name: the GRAPH bit, 6/6,
+    encoding; :func:`size_of`, the graph's node count), in :func:`stratum_order`: the GRAPH bit, 6/6,
     valid answers and rule agreement, beside the family rule's and a random subset's valid-answer rates on the
     same problems (which family or encoding a policy learned, which not), and the group's rationale lookups
     (:func:`rationale_lookups`: a lookup learned over one GRAPH line may not run over another)."""
@@ -124,7 +120,7 @@ def per_group(graded: HeuristicGrades, key: Callable[[UnitFacts], str], *, draws
     for u, valid in graded:
         groups.setdefault(key(u), []).append((u, valid))
     out: dict[str, dict[str, Any]] = {}
-    for task, rows in sorted(groups.items(), key=lambda kv: order(kv[0])):
+    for task, rows in sorted(groups.items(), key=lambda kv: stratum_order(kv[0])):
         us = [u for u, _ in rows]
         stats = policy_stats(us, draws=draws, seed=seed)
         agree, cl = rule_agreement(us)
@@ -255,7 +251,7 @@ def report_pool(units: Sequence[UnitFacts], *, shuffles: int, draws: int, seed: 
         "tasks": sorted({u.grading_problem.task for u in units if u.grading_problem is not None}),
         "per_task": per_group(graded, task_of, draws=draws, seed=seed),
         "per_encoding": per_group(graded, encoding_of, draws=draws, seed=seed),
-        "per_size": per_group(graded, size_of, draws=draws, seed=seed, order=size_order),
+        "per_size": per_group(graded, size_of, draws=draws, seed=seed),
         "rationale_lookups": rationale_lookups(units),
         "answer_names": answer_names(units),
     }
