@@ -26,7 +26,9 @@ from calver.data_gen.names import NAMINGS
 from calver.data_gen.rationales import lookup_line
 from calver.evaluation.drill_report import (
     compare_reports,
+    lookups_by_edges,
     lookups_by_line,
+    lookups_by_size,
     rates,
     solved_rates,
 )
@@ -157,7 +159,8 @@ def test_drill_report_command_end_to_end(tiny_model_dir, tmp_path, capsys):
     assert report["drills"]["n"] == 3 and report["drills"]["seed"] == 9001
     # 8 random tokens state no lookup: nothing is counted, and no rate is invented
     assert report["lookups"] == 0 and report["exact"] is None and report["marks_right"] is None
-    assert sum(v["drills"] for v in report["by_lookup"].values()) == 3  # n=3 drills, all lookups by default
+    for split in ("by_lookup", "by_size", "by_edges"):  # n=3 drills, all lookups by default
+        assert sum(v["drills"] for v in report[split].values()) == 3
     assert all(v["solved"] == 0.0 for v in report["by_lookup"].values())
     assert json.loads(capsys.readouterr().out)["model"] == str(tiny_model_dir)
     rc = cli_main(["drill-report", "--model", str(tiny_model_dir), "--backend", "hf", "--n", "4", "--max_tokens", "8",
@@ -216,6 +219,30 @@ def test_lookups_by_line_splits_the_solved_drills_by_kind_and_graph_line():
     assert set(got) == {"into / arrows", "into / json_parents", "out of / arrows", "out of / json_parents"}
     assert {k: (v["drills"], v["solved"]) for k, v in got.items()} == {k: (n, s / n) for k, (n, s) in want.items()}
     assert sum(v["drills"] for v in got.values()) < len(items)  # the transcriptions are not lookups
+
+
+def test_lookups_by_size_and_by_edges_count_against_networkx():
+    items = drills(DrillConfig(n=120, seed=22, lookup="rule", min_nodes=3, max_nodes=11,
+                               kinds=("into", "out of", "transcribe")))
+    replies = [d.answer if i % 2 == 0 else "" for i, d in enumerate(items)]  # every other drill solved
+    per = solved_rates(items, replies)["per_drill"]
+    by_size, by_edges = lookups_by_size(items, per), lookups_by_edges(items, per)
+    want_size: dict[str, list[int]] = {}
+    want_edges: dict[str, list[int]] = {}
+    for i, d in enumerate(items):
+        if d.kind == "transcribe":
+            continue
+        g = nx.DiGraph(list(d.graph.directed))
+        g.add_nodes_from(d.graph.nodes)
+        n = g.in_degree(d.node) if d.kind == "into" else g.out_degree(d.node)
+        for want, key in ((want_size, str(g.number_of_nodes())), (want_edges, str(n) if n < 4 else "4+")):
+            t = want.setdefault(key, [0, 0])
+            t[0] += 1
+            t[1] += int(i % 2 == 0)
+    for got, want in ((by_size, want_size), (by_edges, want_edges)):
+        assert {k: (v["drills"], v["solved"]) for k, v in got.items()} == {k: (n, s / n) for k, (n, s) in want.items()}
+    assert list(by_size) == sorted(by_size, key=int) and "10" in by_size  # numeric order: 10 after 9
+    assert list(by_edges)[-1] == "4+" and list(by_edges)[0] == "0"
 
 
 def _report(items, replies, model):

@@ -32,6 +32,7 @@ from calver.data_gen.drills import (
     load_drill_graphs,
 )
 from calver.data_gen.isomorphism import repeated_graphs
+from calver.data_gen.rationales import node_edges
 from calver.evaluation.report import share, write_json_out
 from calver.verifier.graph import CausalGraph
 
@@ -96,18 +97,43 @@ def transcription_by_encoding(items: Sequence[Drill], checks: Sequence[DrillChec
     return {enc: {k: v for k, v in rates(c).items() if k in keep} for enc, c in sorted(totals.items())}
 
 
+def _solved_by(items: Sequence[Drill], per_drill: dict[str, int], key) -> dict[str, dict[str, Any]]:
+    """The lookup drills asked and the share solved, per ``key(drill)`` (a string; rows in the order of
+    ``int`` of its leading digits where it has them, else by the string)."""
+    tally: dict[str, list[int]] = {}
+    for d in items:
+        if isinstance(d, LookupDrill) and d.id in per_drill:
+            t = tally.setdefault(key(d), [0, 0])
+            t[0] += 1
+            t[1] += per_drill[d.id]
+
+    def order(k: str) -> tuple[int, str]:
+        digits = k.rstrip("+")
+        return (int(digits), k) if digits.isdigit() else (-1, k)
+
+    return {k: {"drills": n, "solved": share(s, n)} for k, (n, s) in sorted(tally.items(), key=lambda kv: order(kv[0]))}
+
+
 def lookups_by_line(items: Sequence[Drill], per_drill: dict[str, int]) -> dict[str, dict[str, Any]]:
     """Per lookup kind and the GRAPH line it reads (``"into / arrows"``): the lookup drills asked and the share
     solved (``per_drill``: each drill's outcome by id). Which way a line lists the edges matters to a causal
     model: a lookup whose node comes before what it copies (out of a node in an arrow line, into a node in a
     parents map) is a copy after a cue; the other way round, a search."""
-    tally: dict[str, list[int]] = {}
-    for d in items:
-        if isinstance(d, LookupDrill) and d.id in per_drill:
-            t = tally.setdefault(f"{d.kind} / {d.encoding}", [0, 0])
-            t[0] += 1
-            t[1] += per_drill[d.id]
-    return {key: {"drills": n, "solved": share(k, n)} for key, (n, k) in sorted(tally.items())}
+    return _solved_by(items, per_drill, lambda d: f"{d.kind} / {d.encoding}")
+
+
+def lookups_by_size(items: Sequence[Drill], per_drill: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per node count of the drill's graph: the lookup drills asked and the share solved."""
+    return _solved_by(items, per_drill, lambda d: str(len(d.graph.nodes)))
+
+
+def lookups_by_edges(items: Sequence[Drill], per_drill: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per number of edges the lookup must list (``0`` .. ``3``, ``4+``): the lookup drills asked and the share
+    solved. A lookup that misses edges (low recall) fails more often the more edges there are to find."""
+    def edges(d: LookupDrill) -> str:
+        n = len(node_edges(d.graph, d.kind, d.node))
+        return str(n) if n < 4 else "4+"
+    return _solved_by(items, per_drill, edges)
 
 
 @dataclass(frozen=True)
@@ -153,10 +179,13 @@ def run_drill_report(cfg: DrillReportConfig, asked: AskedDrills) -> dict[str, An
     replies = [c[0].text for c in comps]
     checks = check_replies(items, replies)
     solved = solved_rates(items, replies)
+    per = solved["per_drill"]
     return {"model": cfg.model, "adapter": cfg.adapter, "drills": asdict(asked.config), "asked": len(items),
             "left_out_as_repeated": asked.left_out, "seconds": round(time.perf_counter() - t0, 1),
             **solved, **rates(sum(checks, DrillCheck())), "by_encoding": transcription_by_encoding(items, checks),
-            "by_lookup": lookups_by_line(items, solved["per_drill"]), "first_reply": replies[0] if replies else None}
+            "by_lookup": lookups_by_line(items, per), "by_size": lookups_by_size(items, per),
+            "by_edges": lookups_by_edges(items, per),
+            "first_reply": replies[0] if replies else None}
 
 
 def solved_rates(items: Sequence[Drill], replies: Sequence[str]) -> dict[str, Any]:
