@@ -33,6 +33,7 @@ from calver.data_gen.drills import (
 )
 from calver.data_gen.isomorphism import repeated_graphs
 from calver.data_gen.rationales import node_edges
+from calver.evaluation.breakdowns import stratum_order
 from calver.evaluation.report import share, write_json_out
 from calver.verifier.graph import CausalGraph
 
@@ -98,20 +99,16 @@ def transcription_by_encoding(items: Sequence[Drill], checks: Sequence[DrillChec
 
 
 def _solved_by(items: Sequence[Drill], per_drill: dict[str, int], key) -> dict[str, dict[str, Any]]:
-    """The lookup drills asked and the share solved, per ``key(drill)`` (a string; rows in the order of
-    ``int`` of its leading digits where it has them, else by the string)."""
+    """The lookup drills asked and the share solved, per ``key(drill)`` (a string), rows in
+    :func:`~calver.evaluation.breakdowns.stratum_order` (numbers in numeric order, then names: ``4+`` last)."""
     tally: dict[str, list[int]] = {}
     for d in items:
         if isinstance(d, LookupDrill) and d.id in per_drill:
             t = tally.setdefault(key(d), [0, 0])
             t[0] += 1
             t[1] += per_drill[d.id]
-
-    def order(k: str) -> tuple[int, str]:
-        digits = k.rstrip("+")
-        return (int(digits), k) if digits.isdigit() else (-1, k)
-
-    return {k: {"drills": n, "solved": share(s, n)} for k, (n, s) in sorted(tally.items(), key=lambda kv: order(kv[0]))}
+    return {k: {"drills": n, "solved": share(s, n)} for k, (n, s) in sorted(tally.items(),
+                                                                          key=lambda kv: stratum_order(kv[0]))}
 
 
 def lookups_by_line(items: Sequence[Drill], per_drill: dict[str, int]) -> dict[str, dict[str, Any]]:
