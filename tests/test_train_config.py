@@ -61,6 +61,19 @@ def test_grpo_and_prm_recipes():
         loader(ROOT / f"configs/{kind}/tiny-cpu.yaml")  # the CPU recipes parse as they are
 
 
+def test_smollm2_grpo_recipe_loads_as_measured():
+    """configs/grpo/smollm2-135m.yaml (the README's GRPO run): validity reward, full fine-tuning, 4 prompts x 4
+    completions a step through vLLM colocate, no reference model, bf16 autocast on the CPU."""
+    from calver.reward.spec import VALIDITY_WEIGHTS
+
+    s, t, m = load_grpo_config(ROOT / "configs/grpo/smollm2-135m.yaml")
+    assert resolve_mode(s, m) == "full" and s.reward_variant == "validity"
+    assert VALIDITY_WEIGHTS[2] + VALIDITY_WEIGHTS[5] > sum(VALIDITY_WEIGHTS) / 2  # STRATEGY + ANSWER dominate
+    assert (t.num_generations, t.generation_batch_size, t.steps_per_generation) == (4, 16, 2)
+    assert t.use_vllm and t.vllm_mode == "colocate" and t.beta == 0.0 and t.bf16 and t.use_cpu
+    assert t.temperature == 0.8 and t.max_completion_length == 640
+
+
 def test_cli_overrides_win_over_yaml():
     s, t, m = load_sft_config(ROOT / "configs/sft/tiny-cpu.yaml",
                               ["--max_steps", "7", "--lora_r", "4", "--generate_n", "3", "--generate_tasks", "a", "b"])
