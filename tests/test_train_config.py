@@ -71,7 +71,7 @@ def test_smollm2_grpo_recipe_loads_as_measured():
     assert VALIDITY_WEIGHTS[2] + VALIDITY_WEIGHTS[5] > sum(VALIDITY_WEIGHTS) / 2  # STRATEGY + ANSWER dominate
     assert (t.num_generations, t.generation_batch_size, t.steps_per_generation) == (4, 16, 2)
     assert t.use_vllm and t.vllm_mode == "colocate" and t.beta == 0.0 and t.bf16 and t.use_cpu
-    assert t.temperature == 0.8 and t.max_completion_length == 640
+    assert t.temperature == 0.8 and t.max_completion_length == 640 and (t.max_steps, t.save_steps) == (30, 5)
 
 
 def test_cli_overrides_win_over_yaml():
